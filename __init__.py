@@ -1,0 +1,54 @@
+"""Broadcast Avatar: talking-head news broadcasts in ComfyUI.
+
+Registration only. Each family is imported behind its own guard: a missing optional package disables that family
+with one log line naming the package, and every other family still loads.
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import logging
+
+WEB_DIRECTORY = "./web"
+
+log = logging.getLogger("broadcast_avatar")
+
+# family -> (module under nodes/, [(import name, pip requirement)] it cannot work without)
+FAMILIES = {
+    "export": ("export", [("av", "av")]),
+}
+
+
+def _missing(requirements):
+    return [pip for mod, pip in requirements if importlib.util.find_spec(mod) is None]
+
+
+def _load_families():
+    nodes = []
+    for family, (module, requirements) in FAMILIES.items():
+        missing = _missing(requirements)
+        if missing:
+            log.warning("Broadcast Avatar: %s nodes disabled: missing package %s (pip install %s)",
+                        family, ", ".join(repr(m) for m in missing), " ".join(f"'{m}'" for m in missing))
+            continue
+        try:
+            mod = importlib.import_module(f".nodes.{module}", __name__)
+        except ImportError as exc:
+            log.warning("Broadcast Avatar: %s nodes disabled: %s", family, exc, exc_info=True)
+            continue
+        nodes.extend(mod.NODES)
+    return nodes
+
+
+async def comfy_entrypoint():
+    from comfy_api.latest import ComfyExtension
+
+    from .nodes.comfy_bridge import register_folders
+
+    register_folders()
+
+    class BroadcastAvatarExtension(ComfyExtension):
+        async def get_node_list(self):
+            return _load_families()
+
+    return BroadcastAvatarExtension()
