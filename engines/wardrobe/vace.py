@@ -1,0 +1,194 @@
+"""The sampler-side mask for Wan 2.1 VACE: pixel masks -> the token grid VACE samples on.
+
+Why this exists: core's `WanVaceToVideo` (ComfyUI 0.3.75) turns a pixel mask sequence into its `vace_mask` by
+reading ONE pixel frame per latent frame (nearest-exact over time: latent frame t reads pixel frame
+floor((t + 0.5) * length / T)), while the Wan VAE builds latent frame t from a GROUP of pixel frames (frame 0 alone,
+then 1-4, 5-8, ...). A garment region that a moving hand uncovers in only one frame of a group is then missing from
+the mask of that latent frame and is never regenerated. Spatially, one token of the Wan DiT covers 16 x 16 pixels
+(VAE stride 8 x patch 2), so a mask that half-covers a token asks the sampler for something it cannot do.
+
+The pack's VACE mask is therefore, for every latent frame, the union over its group of pixel frames, snapped to
+whole 16 x 16 tokens (a token is regenerated when any pixel of its block is > 0 in any frame of the group).
+
+Layouts (all tensors float32, 1 = regenerate, 0 = keep):
+- pixel mask sequence: [N, H, W] (ComfyUI MASK), H and W multiples of 16;
+- token unions: [T, H/16, W/16], one per latent frame (`token_unions`);
+- `vace_mask` as core stores it in the conditioning: [1, 64, R + T, H/8, W/8], a space-to-depth of the pixel mask
+  (channel dy * 8 + dx holds pixel (8y + dy, 8x + dx)), R leading reference-image slots left at 0 as core does;
+- LATENT noise mask: [1, 1, R + T, H/8, W/8], one value per latent cell (`noise_mask`).
+
+Everything here is pure (no ComfyUI import) and never modifies its inputs.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+from ..common.errors import InputError
+from ..common.progress import Progress, ensure
+
+VAE_STRIDE = 8          # Wan 2.1 VAE: pixels per latent cell, each side
+PATCH = 2               # Wan DiT patch (1, 2, 2): latent cells per token, each side
+TOKEN_PX = VAE_STRIDE * PATCH
+TIME_STRIDE = 4         # Wan VAE temporal compression after the first frame
+
+
+def latent_frame_count(n_frames: int) -> int:
+    """Latent frames the Wan VAE makes of `n_frames` pixel frames: 1 + (n - 1) // 4 (core's formula)."""
+    if n_frames < 1:
+        raise ValueError(f"n_frames must be >= 1, got {n_frames}")
+    return (n_frames - 1) // TIME_STRIDE + 1
+
+
+def decoded_frame_count(latent_frames: int) -> int:
+    """Pixel frames the Wan VAE decodes from `latent_frames`: 1 + 4 * (T - 1)."""
+    return 1 + TIME_STRIDE * (latent_frames - 1)
+
+
+def padded_length(n_frames: int) -> int:
+    """The smallest valid Wan length (4k + 1) that holds `n_frames`: what WanVaceToVideo's `length` should be."""
+    if n_frames < 1:
+        raise ValueError(f"n_frames must be >= 1, got {n_frames}")
+    return 1 + TIME_STRIDE * -(-(n_frames - 1) // TIME_STRIDE)
+
+
+def frame_group(t: int) -> range:
+    """Pixel frames the VAE encodes into latent frame `t`: [0] for t = 0, else 4t-3 .. 4t (causal grouping)."""
+    if t < 0:
+        raise ValueError(f"latent frame index must be >= 0, got {t}")
+    return range(0, 1) if t == 0 else range(TIME_STRIDE * t - 3, TIME_STRIDE * t + 1)
+
+
+def nearest_read_frame(t: int, length: int, latent_frames: int) -> int:
+    """The pixel frame core's WanVaceToVideo reads for latent frame `t` (torch 'nearest-exact' over time)."""
+    return min(int((t + 0.5) * length / latent_frames), length - 1)
+
+
+def _check_mask(mask: torch.Tensor, input_name: str) -> None:
+    if not isinstance(mask, torch.Tensor) or mask.dim() != 3:
+        shape = tuple(mask.shape) if isinstance(mask, torch.Tensor) else type(mask).__name__
+        raise InputError(input_name, "a MASK batch [frames, height, width]", str(shape))
+    n, h, w = mask.shape
+    if n < 1:
+        raise InputError(input_name, "at least 1 mask frame", "0 frames")
+    if h % TOKEN_PX or w % TOKEN_PX:
+        raise InputError(input_name, f"a width and height that are multiples of {TOKEN_PX} (one Wan token)",
+                         f"{w}x{h}", f"Set the subject crop's size multiple to {TOKEN_PX} (or a multiple of it).")
+
+
+def token_unions(mask: torch.Tensor, latent_frames: Optional[int] = None, *, input_name: str = "mask",
+                 progress: Optional[Progress] = None) -> torch.Tensor:
+    """Per latent frame, the union of its group of pixel frames, snapped to whole 16 x 16 tokens.
+
+    Args:
+        mask: pixel mask sequence [N, H, W] (any float; > 0 counts as "regenerate"), H and W multiples of 16.
+        latent_frames: T, the latent frames the sampler works on (without reference slots). Default: the count the
+            VAE makes of N frames. A T larger than that means the video was padded past the mask (WanVaceToVideo
+            with a `length` above N): the missing frames count as copies of the mask's last frame. Pixel frames
+            past the last group (the VAE drops them) are ignored, exactly as the VAE ignores them.
+        progress: stepped once per latent frame (raises on cancel).
+
+    Returns:
+        float32 [T, H/16, W/16] of 0/1, on the mask's device.
+    """
+    _check_mask(mask, input_name)
+    n, h, w = mask.shape
+    if latent_frames is None:
+        latent_frames = latent_frame_count(n)
+    if latent_frames < 1:
+        raise ValueError(f"latent_frames must be >= 1, got {latent_frames}")
+    progress = ensure(progress)
+    out = torch.zeros((latent_frames, h // TOKEN_PX, w // TOKEN_PX), dtype=torch.float32, device=mask.device)
+    for t in range(latent_frames):
+        group = frame_group(t)
+        # Frames past the end of the mask repeat its last frame (the clip was padded to a valid Wan length).
+        first, last = min(group.start, n - 1), min(group.stop - 1, n - 1)
+        frames = mask[first:last + 1].to(torch.float32)
+        blocks = frames.reshape(frames.shape[0], h // TOKEN_PX, TOKEN_PX, w // TOKEN_PX, TOKEN_PX)
+        out[t] = (blocks.amax(dim=(0, 2, 4)) > 0).to(torch.float32)
+        progress.step()
+    return out
+
+
+def tokens_to_pixels(tokens: torch.Tensor) -> torch.Tensor:
+    """[..., h, w] token values -> [..., 16h, 16w] pixels (each token fills its 16 x 16 block)."""
+    return tokens.repeat_interleave(TOKEN_PX, dim=-2).repeat_interleave(TOKEN_PX, dim=-1)
+
+
+def nearest_read_layout(unions: torch.Tensor, length: int) -> torch.Tensor:
+    """A pixel mask sequence that core's WanVaceToVideo reads back as exactly `unions`.
+
+    Core reads one pixel frame per latent frame (`nearest_read_frame`); that frame gets its latent frame's union.
+    Every other frame gets the union of its own VAE group, so the sequence also describes the regenerated area of
+    the frame itself. Used to prove the pack's `vace_mask` equals what core would build from such a sequence; the
+    pack never hands this token-grid sequence out as a MASK (a compositor could take it).
+
+    Args:
+        unions: [T, h, w] token unions (`token_unions`).
+        length: the pixel length given to WanVaceToVideo; must make T latent frames.
+
+    Returns:
+        float32 [length, 16h, 16w].
+    """
+    t_count = unions.shape[0]
+    if latent_frame_count(length) != t_count:
+        raise ValueError(f"length {length} makes {latent_frame_count(length)} latent frames, unions hold {t_count}")
+    owner = [min((f + TIME_STRIDE - 1) // TIME_STRIDE, t_count - 1) for f in range(length)]
+    for t in range(t_count):
+        owner[nearest_read_frame(t, length, t_count)] = t
+    return tokens_to_pixels(unions[owner].to(torch.float32))
+
+
+def vace_mask(unions: torch.Tensor, reference_frames: int = 0) -> torch.Tensor:
+    """The conditioning's `vace_mask` for token unions, laid out as core's WanVaceToVideo lays it out.
+
+    Args:
+        unions: [T, h, w] token unions.
+        reference_frames: R latent slots WanVaceToVideo put in front for a reference image (its `trim_latent`);
+            their mask stays 0, as core leaves it.
+
+    Returns:
+        float32 [1, 64, R + T, 2h, 2w]: channel dy * 8 + dx of latent cell (y, x) is pixel (8y + dy, 8x + dx).
+    """
+    t_count, h, w = unions.shape
+    # Every pixel of a latent cell lies in the same token, so all 64 channels of a cell hold the token's value.
+    cells = unions.repeat_interleave(PATCH, dim=-2).repeat_interleave(PATCH, dim=-1).to(torch.float32)
+    out = torch.zeros((1, VAE_STRIDE * VAE_STRIDE, reference_frames + t_count, h * PATCH, w * PATCH),
+                      dtype=torch.float32, device=unions.device)
+    out[0, :, reference_frames:] = cells.unsqueeze(0)
+    return out
+
+
+def noise_mask(unions: torch.Tensor, reference_frames: int = 0) -> torch.Tensor:
+    """A LATENT `noise_mask` that follows the same mapping as `vace_mask`, one value per latent cell.
+
+    The reference slots hold 1: the sampler treats them as VACE does without a noise mask (the slot is generated
+    from the reference image and trimmed by TrimVideoLatent). A 0 there would pin it to the empty latent
+    WanVaceToVideo returns, which is not the reference. Core's SetLatentNoiseMask instead stretches a pixel mask
+    trilinearly over all R + T slots, shifting every frame by the reference slot.
+
+    Returns:
+        float32 [1, 1, R + T, 2h, 2w], exactly the latent's shape, so core's reshape is the identity.
+    """
+    t_count, h, w = unions.shape
+    out = torch.ones((1, 1, reference_frames + t_count, h * PATCH, w * PATCH), dtype=torch.float32,
+                     device=unions.device)
+    out[0, 0, reference_frames:] = unions.repeat_interleave(PATCH, dim=-2).repeat_interleave(PATCH, dim=-1)
+    return out
+
+
+def token_preview(frames: torch.Tensor, unions: torch.Tensor, *, alpha: float = 0.5) -> torch.Tensor:
+    """Frames [N, H, W, 3] with each frame's latent-frame union tinted, for a preview (never a mask).
+
+    Frame f shows the union of the latent frame that decodes it (its VAE group), so what a user sees is what the
+    sampler regenerates at that frame. Returns a new float32 tensor; `frames` is not modified.
+    """
+    n = frames.shape[0]
+    owner = [min((f + TIME_STRIDE - 1) // TIME_STRIDE, unions.shape[0] - 1) for f in range(n)]
+    tint = torch.tensor([1.0, 0.2, 0.8], dtype=torch.float32, device=frames.device)
+    out = frames.to(torch.float32).clone()
+    for f in range(n):
+        m = tokens_to_pixels(unions[owner[f]]).to(out.device).unsqueeze(-1) * alpha
+        out[f] = out[f] * (1 - m) + tint * m
+    return out
