@@ -16,6 +16,7 @@ log = logging.getLogger("broadcast_avatar")
 # family -> (module under nodes/, [(import name, pip requirement)] it cannot work without)
 FAMILIES = {
     "export": ("export", [("av", "av")]),
+    "wardrobe_vace": ("wardrobe_vace", []),
 }
 
 
