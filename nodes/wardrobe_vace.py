@@ -96,11 +96,12 @@ class BroadcastVaceSamplerMask(io.ComfyNode):
             raise InputError("sampler_mask", f"frames of WanVaceToVideo's size {w_lat * vace.VAE_STRIDE}x"
                              f"{h_lat * vace.VAE_STRIDE}", f"{width}x{height}",
                              "Give WanVaceToVideo the width and height of the cropped frames (Get Image Size).")
-        if vace.latent_frame_count(n) > latent_frames:
+        if vace.decoded_frame_count(latent_frames) < n:
+            # The VAE would decode fewer frames than the clip has: the last ones would be lost, not regenerated.
             raise InputError("sampler_mask", f"at most {vace.decoded_frame_count(latent_frames)} frames (WanVaceToVideo"
-                             f"'s length makes {latent_frames} latent frames)", f"{n} frames",
-                             f"Set WanVaceToVideo's length to {vace.padded_length(n)} (the frame count rounded up to "
-                             "4k+1) so no frame is dropped.")
+                             f"'s length makes {latent_frames} latent frames, which decode to that many)",
+                             f"{n} frames", f"Set WanVaceToVideo's length to {vace.padded_length(n)} (the frame count "
+                             "rounded up to 4k+1); Image From Batch trims the padding after decoding.")
 
         unions = vace.token_unions(sampler_mask, latent_frames, input_name="sampler_mask",
                                    progress=progress(latent_frames))
