@@ -1,0 +1,16 @@
+"""Export: a streaming, one-pass, atomic MP4 writer (NVENC with a libx264 fallback, AAC in the same pass), the
+matching streaming reader for the Load nodes, output-path checks and the synthetic sample clip.
+
+Other families (MuseTalk, Ditto) feed `VideoWriter` directly so a long render never exists whole in memory.
+"""
+from .audio_track import AudioTrack
+from .encoders import choose_encoder, probe_encoder, reset_probe_cache
+from .paths import OutputName, check_prefix, next_output
+from .settings import AUDIO_MODES, ENCODER_CHOICES, PRESET_CHOICES, RATE_CONTROLS, TUNE_CHOICES, EncodeSettings
+from .writer import ExportResult, VideoWriter
+
+__all__ = [
+    "AudioTrack", "EncodeSettings", "ExportResult", "VideoWriter", "OutputName",
+    "AUDIO_MODES", "ENCODER_CHOICES", "PRESET_CHOICES", "RATE_CONTROLS", "TUNE_CHOICES",
+    "check_prefix", "choose_encoder", "next_output", "probe_encoder", "reset_probe_cache",
+]
