@@ -1,0 +1,97 @@
+"""Drive ComfyUI's real frontend (served by the test server) in headless Chromium with Playwright.
+
+The recipe (verified against frontend 1.32.9): seed two user settings so no Templates modal and no restored graph
+race a load; wait until the app, its node types and its websocket client id exist; load with `app.loadGraphData`
+(which never throws, so problems are read afterwards from an `afterConfigureGraph` hook, placeholder nodes, dialogs,
+toasts and the console); convert with `app.graphToPrompt` and queue with `app.api.queuePrompt`.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+CHROMIUM = os.environ.get("BA_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--no-first-run", "--disable-dev-shm-usage"]
+SETTINGS = {"Comfy.TutorialCompleted": True, "Comfy.Workflow.Persist": False}
+
+READY_JS = """() => !!(window.app && window.app.graph && window.app.api && window.app.api.clientId
+    && window.LiteGraph && Object.keys(window.LiteGraph.registered_node_types || {}).length > 0)"""
+
+HOOKS_JS = """() => {
+    window.__ba = {missing: null, toasts: []};
+    app.registerExtension({name: "broadcast.pytest.capture",
+        afterConfigureGraph(missing) { window.__ba.missing = (missing || []).map(m => m.type || String(m)); }});
+    app.extensionManager.toast.$onAction(({name, args}) => {
+        const p = args[0];
+        window.__ba.toasts.push({action: name,
+            text: typeof p === "string" ? p : JSON.stringify({severity: p && p.severity, summary: p && p.summary,
+                                                               detail: p && p.detail})});
+    });
+}"""
+
+LOAD_JS = """async ([wf, name]) => {
+    const registered = window.LiteGraph.registered_node_types;
+    const types = (wf.nodes || []).map(n => n.type);
+    const preMissing = [...new Set(types.filter(t => !(t in registered)))];
+    await app.loadGraphData(wf, true, true, name);
+    await new Promise(r => setTimeout(r, 300));
+    const dialogs = [...document.querySelectorAll('.p-dialog')].map(d => d.innerText.trim());
+    const errorNodes = app.graph.nodes.filter(n => n.has_errors).map(n => n.type);
+    return {preMissing, hookMissing: window.__ba.missing, dialogs, toasts: window.__ba.toasts, errorNodes,
+            nodeCount: app.graph.nodes.length};
+}"""
+
+QUEUE_JS = """async (overridden) => {
+    const p = await app.graphToPrompt();
+    const output = overridden || p.output;
+    try {
+        const r = await app.api.queuePrompt(0, {output, workflow: p.workflow});
+        return {ok: true, prompt_id: r.prompt_id, node_errors: r.node_errors};
+    } catch (e) {
+        return {ok: false, error: String(e), response: e.response || null};
+    }
+}"""
+
+# Offline noise of every fresh page (see the notes): release checks and registry look-ups at api.comfy.org,
+# optional user files that do not exist, and one Vue warning at start-up.
+BENIGN = ("api.comfy.org", "ERR_NAME_NOT_RESOLVED", "user.css", "favicon.ico", "/api/userdata",
+          "comfy.templates.json", "reading 'id'", "ERR_ABORTED", "ERR_INTERNET_DISCONNECTED")
+
+
+def is_benign(text: str) -> bool:
+    return any(b in text for b in BENIGN)
+
+
+@dataclass
+class PageLog:
+    console_errors: list = field(default_factory=list)
+    page_errors: list = field(default_factory=list)
+    failed_requests: list = field(default_factory=list)
+
+    def clear(self) -> None:
+        self.console_errors.clear()
+        self.page_errors.clear()
+        self.failed_requests.clear()
+
+    def problems(self) -> list[str]:
+        out = [f"console error: {t}" for t in self.console_errors if not is_benign(t)]
+        out += [f"page error: {t}" for t in self.page_errors if not is_benign(t)]
+        out += [f"request failed: {t}" for t in self.failed_requests if not is_benign(t)]
+        return out
+
+
+def open_page(browser, url: str):
+    """A fresh context and page on the frontend, ready to load workflows; returns (context, page, log)."""
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    context.add_init_script("localStorage.setItem('vueNodesBannerDismissed', 'true')")
+    page = context.new_page()
+    log = PageLog()
+    page.on("console", lambda m: log.console_errors.append(m.text + f" @ {m.location.get('url', '')}")
+            if m.type == "error" else None)
+    page.on("pageerror", lambda e: log.page_errors.append(str(e)))
+    page.on("requestfailed", lambda r: log.failed_requests.append(f"{r.url} {r.failure}"))
+    page.goto(url, wait_until="domcontentloaded", timeout=90_000)
+    page.wait_for_function(READY_JS, polling=100, timeout=90_000)
+    page.evaluate(HOOKS_JS)
+    return context, page, log

@@ -1,0 +1,92 @@
+"""Every UI-format workflow loads in the real ComfyUI frontend (headless Chromium) and runs when queued from it.
+
+For each `workflows/*.json` (not `*.api.json`), picked up automatically: a fresh browser context opens the page
+served by the test server, loads the file, and finds no missing node types (other than the case's
+`expected_missing`, which must be exactly what is missing), no error dialog, no toast and no console error. Then the
+page converts the graph with `app.graphToPrompt`, the case's overrides are applied, the page queues it with
+`app.api.queuePrompt`, and the prompt must succeed on the server.
+"""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from scripts.workflow_api import apply_overrides
+from tests.comfy import frontend
+from tests.workflow_cases import case_for, stem_of, ui_workflows, workflow_id
+
+WORKFLOWS = ui_workflows()
+
+
+@pytest.fixture(scope="module")
+def browser(comfy):
+    if not os.path.exists(frontend.CHROMIUM):
+        pytest.skip(f"no Chromium at {frontend.CHROMIUM} (scripts/env.sh installs Debian's chromium as root)")
+    from playwright.sync_api import sync_playwright
+
+    status, _ = comfy.request("POST", "/settings", frontend.SETTINGS)
+    assert status == 200, f"seeding the frontend settings failed: HTTP {status}"
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=frontend.CHROMIUM, headless=True, args=frontend.CHROMIUM_ARGS)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+@pytest.fixture
+def page(browser, comfy):
+    context, page, log = frontend.open_page(browser, comfy.url)
+    startup = log.problems()
+    log.clear()
+    try:
+        yield page, log, startup
+    finally:
+        context.close()
+
+
+def test_frontend_starts_without_pack_errors(page):
+    """The pack's web extension and node definitions raise nothing while the editor starts."""
+    _, _, startup = page
+    assert startup == [], "errors while the editor started:\n" + "\n".join(startup)
+
+
+@pytest.mark.parametrize("path", WORKFLOWS, ids=[workflow_id(p) for p in WORKFLOWS])
+def test_workflow_loads_and_runs_from_the_editor(path, page, comfy):
+    page_, log, _ = page
+    case = case_for(stem_of(path))
+    wf = json.loads(path.read_text(encoding="utf-8"))
+
+    result = page_.evaluate(frontend.LOAD_JS, [wf, path.stem])
+
+    expected = sorted(case.expected_missing)
+    assert sorted(result["preMissing"]) == expected, (
+        f"missing node types {result['preMissing']} (expected {expected}); a pack node failed to register, or the "
+        "workflow uses a node of another pack: list it in the case's expected_missing")
+    assert sorted(set(result["hookMissing"] or [])) == expected, (
+        f"the load did not finish (afterConfigureGraph saw {result['hookMissing']}); dialogs: {result['dialogs']}")
+    dialogs = [d for d in result["dialogs"] if not (expected and d.startswith("This workflow has missing nodes"))]
+    assert dialogs == [], f"dialogs after loading: {dialogs}"
+    assert result["toasts"] == [], f"toasts after loading (validation problems in the file?): {result['toasts']}"
+    assert sorted(result["errorNodes"]) == expected, f"nodes flagged with errors: {result['errorNodes']}"
+    assert result["nodeCount"] > 0
+    problems = log.problems()
+    assert problems == [], "console errors while loading:\n" + "\n".join(problems)
+
+    if expected or not case.runs_on_test_comfy:
+        return  # only loaded: the test machine cannot run it (documented in tests/workflow_cases.py)
+
+    overrides = case.prepare(comfy)
+    output = None
+    if overrides:
+        converted = page_.evaluate("async () => (await app.graphToPrompt()).output")
+        output = apply_overrides(converted, overrides, comfy.object_info())
+    queued = page_.evaluate(frontend.QUEUE_JS, output)
+    assert queued["ok"], f"the server refused the prompt from the editor: {queued['error']}\n" \
+                         f"{json.dumps(queued['response'], indent=1)[:3000]}"
+    entry = comfy.finish(queued["prompt_id"], timeout=300)
+    assert entry["status"]["status_str"] == "success"
+    problems = log.problems()
+    assert problems == [], "console errors while running:\n" + "\n".join(problems)

@@ -1,0 +1,79 @@
+"""How the suite runs each shipped workflow on the test server: the registry `CASES`.
+
+The browser test loads every `workflows/<stem>.json` in the real frontend and queues it; the `comfy run` test queues
+every `workflows/<stem>.api.json`. Both look the stem up here. A case's `prepare(comfy)` creates what the workflow
+needs on the test server (tiny models under `comfy.models_dir/<family>/<name>`, sample media in `comfy.input_dir`)
+and returns overrides ``{"<node id or title>.<input>": value}`` applied to the API prompt before queueing. It is
+called once per test that queues the workflow, so it must be idempotent (reuse what already exists).
+
+- `runs_on_test_comfy=False`: the workflow needs something the test machine cannot have (real weights, a GPU); the
+  browser test only loads it.
+- `expected_missing`: node types the test server is known to lack (a peer pack the workflow uses); the browser test
+  checks that exactly these are missing and then only loads it.
+
+A workflow with no entry gets `WorkflowCase()` (no overrides). Families add their entry with a small local edit.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+WORKFLOW_DIRS = (REPO_ROOT / "workflows", REPO_ROOT / "tests" / "data" / "workflows")
+
+
+def _no_overrides(comfy: Any) -> dict:
+    return {}
+
+
+@dataclass(frozen=True)
+class WorkflowCase:
+    prepare: Callable[[Any], dict] = _no_overrides
+    runs_on_test_comfy: bool = True
+    expected_missing: tuple = field(default_factory=tuple)
+
+
+# -- harness self-check (tests/data/workflows): core nodes only ------------------------------------------------------
+def _harness_core_preview(comfy: Any) -> dict:
+    return {"Blank.width": 40, "Blank.color": 0x3366CC}
+
+
+# -- export (issue 2) -----------------------------------------------------------------------------------------------
+def _demo_export(comfy: Any) -> dict:
+    """The sample clip the demo uses, made once in the server's input folder."""
+    from engines.export import sample
+
+    name = sample.SAMPLE_NAME
+    if not (comfy.input_dir / name).exists():
+        sample.write_sample_clip(comfy.input_dir / name)
+    return {}
+
+
+CASES: dict[str, WorkflowCase] = {
+    "harness_core_preview": WorkflowCase(prepare=_harness_core_preview),
+    "demo_export": WorkflowCase(prepare=_demo_export),
+}
+
+
+def case_for(stem: str) -> WorkflowCase:
+    return CASES.get(stem, WorkflowCase())
+
+
+def stem_of(path: Path) -> str:
+    name = path.name
+    return name[: -len(".api.json")] if name.endswith(".api.json") else name[: -len(".json")]
+
+
+def ui_workflows() -> list[Path]:
+    """Every UI-format workflow file (`*.json` that is not `*.api.json`), shipped ones first."""
+    return [p for d in WORKFLOW_DIRS for p in sorted(d.glob("*.json")) if not p.name.endswith(".api.json")]
+
+
+def api_workflows() -> list[Path]:
+    """Every API-format workflow file (`*.api.json`)."""
+    return [p for d in WORKFLOW_DIRS for p in sorted(d.glob("*.api.json"))]
+
+
+def workflow_id(path: Path) -> str:
+    return str(path.relative_to(REPO_ROOT))
