@@ -187,10 +187,14 @@ class ComfyClient:
 
     def run(self, prompt: dict, timeout: float = 300) -> dict:
         """Queue, wait, and return the history entry; a failed prompt raises `PromptFailed` with its message."""
-        entry = self.wait(self.queue(prompt), timeout)
+        return self.finish(self.queue(prompt), timeout)
+
+    def finish(self, prompt_id: str, timeout: float = 300, on_poll=None) -> dict:
+        """Wait for a queued prompt; return its history entry or raise `PromptFailed` with its error."""
+        entry = self.wait(prompt_id, timeout, on_poll)
         failure = execution_failure(entry)
         if failure is not None:
-            raise PromptFailed(self._failure_message(failure), failure)
+            raise PromptFailed(self.failure_message(failure), failure)
         return entry
 
     def run_error(self, prompt: dict, timeout: float = 300) -> dict:
@@ -209,7 +213,7 @@ class ComfyClient:
         assert failure is not None, f"the prompt was expected to fail but succeeded; outputs: {entry.get('outputs')}"
         return failure
 
-    def _failure_message(self, failure: dict) -> str:
+    def failure_message(self, failure: dict) -> str:
         return format_execution_error(failure)
 
     def _check_alive(self) -> None:
@@ -370,7 +374,7 @@ class ComfyServer(ComfyClient):
         return [line for line in self.log_text().splitlines()
                 if re.search(r"IMPORT FAILED|Cannot import .* module for custom nodes", line)]
 
-    def _failure_message(self, failure: dict) -> str:
+    def failure_message(self, failure: dict) -> str:
         return format_execution_error(failure) + f"\n(server log: {self.log_path})"
 
 

@@ -176,15 +176,15 @@ def put_demo_clip(client: ComfyClient, input_dir: Optional[Path]) -> str:
     """Make the sample clip with engines/export/sample.py and place it in the server's input folder."""
     from engines.export import sample
 
-    name = getattr(sample, "SAMPLE_NAME", "broadcast_sample.mp4")
+    name = sample.SAMPLE_NAME
     if input_dir is not None:
         target = Path(input_dir) / name
         if not target.exists():
-            sample.write_sample_clip(target)
+            sample.make_sample_clip(target)
         return name
     with tempfile.TemporaryDirectory() as tmp:  # a remote server: upload through its own endpoint
         path = Path(tmp) / name
-        sample.write_sample_clip(path)
+        sample.make_sample_clip(path)
         upload(client, path)
     return name
 

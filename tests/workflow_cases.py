@@ -46,7 +46,7 @@ def _demo_export(comfy: Any) -> dict:
 
     name = sample.SAMPLE_NAME
     if not (comfy.input_dir / name).exists():
-        sample.write_sample_clip(comfy.input_dir / name)
+        sample.make_sample_clip(comfy.input_dir / name)
     return {}
 
 
