@@ -8,11 +8,13 @@ the mask of that latent frame and is never regenerated. Spatially, one token of 
 (VAE stride 8 x patch 2), so a mask that half-covers a token asks the sampler for something it cannot do.
 
 The pack's VACE mask is therefore, for every latent frame, the union over its group of pixel frames, snapped to
-whole 16 x 16 tokens (a token is regenerated when any pixel of its block is > 0 in any frame of the group).
+whole 16 x 16 tokens (a token is regenerated when any pixel of its block is > 0 in any frame of the group). The
+union and snapping are the family's one implementation (`tokengrid`); this module adds what is VACE's own: where
+core reads, how `vace_mask` is laid out, and the reference-image slot.
 
 Layouts (all tensors float32, 1 = regenerate, 0 = keep):
 - pixel mask sequence: [N, H, W] (ComfyUI MASK), H and W multiples of 16;
-- token unions: [T, H/16, W/16], one per latent frame (`token_unions`);
+- unions: [T, H/8, W/8], one per latent frame and latent cell, equal over each token's 2 x 2 cells (`token_unions`);
 - `vace_mask` as core stores it in the conditioning: [1, 64, R + T, H/8, W/8], a space-to-depth of the pixel mask
   (channel dy * 8 + dx holds pixel (8y + dy, 8x + dx)), R leading reference-image slots left at 0 as core does;
 - LATENT noise mask: [1, 1, R + T, H/8, W/8], one value per latent cell (`noise_mask`).
@@ -26,7 +28,8 @@ from typing import Optional
 import torch
 
 from ..common.errors import InputError
-from ..common.progress import Progress, ensure
+from ..common.progress import Progress
+from .tokengrid import PRESETS, snap_to_grid
 
 VAE_STRIDE = 8          # Wan 2.1 VAE: pixels per latent cell, each side
 PATCH = 2               # Wan DiT patch (1, 2, 2): latent cells per token, each side
@@ -81,16 +84,18 @@ def token_unions(mask: torch.Tensor, latent_frames: Optional[int] = None, *, inp
                  progress: Optional[Progress] = None) -> torch.Tensor:
     """Per latent frame, the union of its group of pixel frames, snapped to whole 16 x 16 tokens.
 
+    The snapping is the family's one implementation (`tokengrid.snap_to_grid`, grid "wan2.1", any pixel > 0).
+
     Args:
         mask: pixel mask sequence [N, H, W] (any float; > 0 counts as "regenerate"), H and W multiples of 16.
         latent_frames: T, the latent frames the sampler works on (without reference slots). Default: the count the
-            VAE makes of N frames. A T larger than that means the video was padded past the mask (WanVaceToVideo
-            with a `length` above N): the missing frames count as copies of the mask's last frame. Pixel frames
-            past the last group (the VAE drops them) are ignored, exactly as the VAE ignores them.
+            VAE makes of N frames. A T up to one group larger means the video was padded past the mask
+            (WanVaceToVideo with a `length` above N): the missing frames count as copies of the mask's last frame.
+            Counts further apart are refused (`InputError`).
         progress: stepped once per latent frame (raises on cancel).
 
     Returns:
-        float32 [T, H/16, W/16] of 0/1, on the mask's device.
+        float32 [T, H/8, W/8] of 0/1, one value per latent cell; the 2 x 2 cells of a token are always equal.
     """
     _check_mask(mask, input_name)
     n, h, w = mask.shape
@@ -98,22 +103,13 @@ def token_unions(mask: torch.Tensor, latent_frames: Optional[int] = None, *, inp
         latent_frames = latent_frame_count(n)
     if latent_frames < 1:
         raise ValueError(f"latent_frames must be >= 1, got {latent_frames}")
-    progress = ensure(progress)
-    out = torch.zeros((latent_frames, h // TOKEN_PX, w // TOKEN_PX), dtype=torch.float32, device=mask.device)
-    for t in range(latent_frames):
-        group = frame_group(t)
-        # Frames past the end of the mask repeat its last frame (the clip was padded to a valid Wan length).
-        first, last = min(group.start, n - 1), min(group.stop - 1, n - 1)
-        frames = mask[first:last + 1].to(torch.float32)
-        blocks = frames.reshape(frames.shape[0], h // TOKEN_PX, TOKEN_PX, w // TOKEN_PX, TOKEN_PX)
-        out[t] = (blocks.amax(dim=(0, 2, 4)) > 0).to(torch.float32)
-        progress.step()
-    return out
+    return snap_to_grid(mask, PRESETS["wan2.1"], latent_frames, h // VAE_STRIDE, w // VAE_STRIDE,
+                        coverage=0.0, pixel_threshold=0.0, progress=progress)
 
 
-def tokens_to_pixels(tokens: torch.Tensor) -> torch.Tensor:
-    """[..., h, w] token values -> [..., 16h, 16w] pixels (each token fills its 16 x 16 block)."""
-    return tokens.repeat_interleave(TOKEN_PX, dim=-2).repeat_interleave(TOKEN_PX, dim=-1)
+def cells_to_pixels(cells: torch.Tensor) -> torch.Tensor:
+    """[..., h, w] latent-cell values -> [..., 8h, 8w] pixels (each cell fills its 8 x 8 block)."""
+    return cells.repeat_interleave(VAE_STRIDE, dim=-2).repeat_interleave(VAE_STRIDE, dim=-1)
 
 
 def nearest_read_layout(unions: torch.Tensor, length: int) -> torch.Tensor:
@@ -125,11 +121,11 @@ def nearest_read_layout(unions: torch.Tensor, length: int) -> torch.Tensor:
     pack never hands this token-grid sequence out as a MASK (a compositor could take it).
 
     Args:
-        unions: [T, h, w] token unions (`token_unions`).
+        unions: [T, h, w] unions per latent cell (`token_unions`).
         length: the pixel length given to WanVaceToVideo; must make T latent frames.
 
     Returns:
-        float32 [length, 16h, 16w].
+        float32 [length, 8h, 8w].
     """
     t_count = unions.shape[0]
     if latent_frame_count(length) != t_count:
@@ -137,26 +133,25 @@ def nearest_read_layout(unions: torch.Tensor, length: int) -> torch.Tensor:
     owner = [min((f + TIME_STRIDE - 1) // TIME_STRIDE, t_count - 1) for f in range(length)]
     for t in range(t_count):
         owner[nearest_read_frame(t, length, t_count)] = t
-    return tokens_to_pixels(unions[owner].to(torch.float32))
+    return cells_to_pixels(unions[owner].to(torch.float32))
 
 
 def vace_mask(unions: torch.Tensor, reference_frames: int = 0) -> torch.Tensor:
     """The conditioning's `vace_mask` for token unions, laid out as core's WanVaceToVideo lays it out.
 
     Args:
-        unions: [T, h, w] token unions.
+        unions: [T, h, w] unions per latent cell (`token_unions`).
         reference_frames: R latent slots WanVaceToVideo put in front for a reference image (its `trim_latent`);
             their mask stays 0, as core leaves it.
 
     Returns:
-        float32 [1, 64, R + T, 2h, 2w]: channel dy * 8 + dx of latent cell (y, x) is pixel (8y + dy, 8x + dx).
+        float32 [1, 64, R + T, h, w]: channel dy * 8 + dx of latent cell (y, x) is pixel (8y + dy, 8x + dx).
     """
     t_count, h, w = unions.shape
     # Every pixel of a latent cell lies in the same token, so all 64 channels of a cell hold the token's value.
-    cells = unions.repeat_interleave(PATCH, dim=-2).repeat_interleave(PATCH, dim=-1).to(torch.float32)
-    out = torch.zeros((1, VAE_STRIDE * VAE_STRIDE, reference_frames + t_count, h * PATCH, w * PATCH),
-                      dtype=torch.float32, device=unions.device)
-    out[0, :, reference_frames:] = cells.unsqueeze(0)
+    out = torch.zeros((1, VAE_STRIDE * VAE_STRIDE, reference_frames + t_count, h, w), dtype=torch.float32,
+                      device=unions.device)
+    out[0, :, reference_frames:] = unions.to(torch.float32).unsqueeze(0)
     return out
 
 
@@ -169,26 +164,9 @@ def noise_mask(unions: torch.Tensor, reference_frames: int = 0) -> torch.Tensor:
     trilinearly over all R + T slots, shifting every frame by the reference slot.
 
     Returns:
-        float32 [1, 1, R + T, 2h, 2w], exactly the latent's shape, so core's reshape is the identity.
+        float32 [1, 1, R + T, h, w], exactly the latent's shape, so core's reshape is the identity.
     """
     t_count, h, w = unions.shape
-    out = torch.ones((1, 1, reference_frames + t_count, h * PATCH, w * PATCH), dtype=torch.float32,
-                     device=unions.device)
-    out[0, 0, reference_frames:] = unions.repeat_interleave(PATCH, dim=-2).repeat_interleave(PATCH, dim=-1)
-    return out
-
-
-def token_preview(frames: torch.Tensor, unions: torch.Tensor, *, alpha: float = 0.5) -> torch.Tensor:
-    """Frames [N, H, W, 3] with each frame's latent-frame union tinted, for a preview (never a mask).
-
-    Frame f shows the union of the latent frame that decodes it (its VAE group), so what a user sees is what the
-    sampler regenerates at that frame. Returns a new float32 tensor; `frames` is not modified.
-    """
-    n = frames.shape[0]
-    owner = [min((f + TIME_STRIDE - 1) // TIME_STRIDE, unions.shape[0] - 1) for f in range(n)]
-    tint = torch.tensor([1.0, 0.2, 0.8], dtype=torch.float32, device=frames.device)
-    out = frames.to(torch.float32).clone()
-    for f in range(n):
-        m = tokens_to_pixels(unions[owner[f]]).to(out.device).unsqueeze(-1) * alpha
-        out[f] = out[f] * (1 - m) + tint * m
+    out = torch.ones((1, 1, reference_frames + t_count, h, w), dtype=torch.float32, device=unions.device)
+    out[0, 0, reference_frames:] = unions.to(torch.float32)
     return out
