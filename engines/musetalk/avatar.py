@@ -1,0 +1,137 @@
+"""Avatar precompile: a loop's crop boxes, reference latents and blend mask, computed once and cached.
+
+For each loop frame the face crop (box from the face track, widened to MuseTalk's crop: brows' top to below the
+chin) is resized to 256x256 and VAE-encoded twice: once with its lower half blanked (the part the UNet repaints)
+and once whole (the reference). The two ``[4, 32, 32]`` latents, concatenated, are the UNet's 8-channel input for
+any speech frame shown over that loop frame. The encoder's distribution mode is used, not a random sample, so an
+avatar is deterministic and its cache entry reproducible (upstream samples; the difference is below the VAE noise).
+
+Stored through the shared content-hash cache (safetensors, memory-mapped on load) under a key made of the frames'
+content, the crop boxes, the mask settings, the VAE files and the compute dtype: a second run with the same
+frames loads instead of recomputing. The loop frames themselves are not stored: the avatar keeps a reference to
+the IMAGE tensor it was built from.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Optional
+
+import numpy as np
+import torch
+
+from ..common.cache import ContentCache, content_hash
+from ..common.errors import InputError
+from ..common.progress import Progress, ensure
+from .blend import CROP, MouthEllipse, crop_resize, mouth_mask
+from .face_track import FaceTrack, sanitize_boxes
+
+CACHE_NAMESPACE = "musetalk_avatar"
+AVATAR_VERSION = 1
+
+
+@dataclass(frozen=True)
+class CropSettings:
+    """How a face box becomes MuseTalk's crop, in fractions of the face box height (top, bottom) and width (side).
+
+    The defaults put the nose base near row 150, the lip seam near 180 and the chin near 230 of the 256 crop for a
+    frontal-detector box, which is where MuseTalk v1.5's landmark crop puts them and where the mouth mask sits.
+    """
+
+    top: float = 0.08
+    bottom: float = 0.22
+    side: float = 0.0
+    mouth: MouthEllipse = field(default_factory=MouthEllipse)
+
+
+@dataclass(frozen=True)
+class Avatar:
+    """A precompiled avatar loop.
+
+    Attributes:
+        frames: ``[L, H, W, 3]`` the loop (the IMAGE it was built from, not a copy).
+        boxes: ``[L, 4]`` int64 crop boxes ``(x1, y1, x2, y2)``.
+        latents: ``[L, 8, 32, 32]`` float32: masked-crop latent then reference latent, scaled by the VAE factor.
+        mask: ``[256, 256]`` float32 mouth blend mask in crop pixels.
+        fps: the loop's frame rate (video time -> loop frame).
+        key: its cache key; ``from_cache``: True when it was loaded rather than computed.
+    """
+
+    frames: torch.Tensor
+    boxes: torch.Tensor
+    latents: torch.Tensor
+    mask: torch.Tensor
+    fps: float
+    key: str
+    from_cache: bool = False
+
+    def __len__(self) -> int:
+        return int(self.boxes.shape[0])
+
+
+def crop_boxes(track: FaceTrack, settings: CropSettings) -> torch.Tensor:
+    """Integer crop boxes ``[L, 4]`` inside the frame, from the face track."""
+    b = track.boxes.to(torch.float64).numpy()
+    w, h = b[:, 2] - b[:, 0], b[:, 3] - b[:, 1]
+    grown = np.stack([b[:, 0] - settings.side * w, b[:, 1] - settings.top * h,
+                      b[:, 2] + settings.side * w, b[:, 3] + settings.bottom * h], axis=1)
+    grown = sanitize_boxes(grown, track.width, track.height).astype(np.float64)
+    out = np.round(grown).astype(np.int64)
+    out[:, 2] = np.maximum(out[:, 2], out[:, 0] + 1)
+    out[:, 3] = np.maximum(out[:, 3], out[:, 1] + 1)
+    return torch.from_numpy(out)
+
+
+@torch.no_grad()
+def encode_crops(vae, crops: torch.Tensor, scaling_factor: float) -> torch.Tensor:
+    """``[B, 3, 256, 256]`` crops in 0..1 -> ``[B, 8, 32, 32]`` (lower-half-blanked latent, reference latent)."""
+    masked = crops.clone()
+    masked[:, :, CROP // 2:] = 0.0
+    pixels = torch.cat([masked, crops], dim=0) * 2.0 - 1.0
+    dist = vae.encode(pixels.to(vae.dtype)).latent_dist
+    lat = dist.mode() * scaling_factor
+    b = crops.shape[0]
+    return torch.cat([lat[:b], lat[b:]], dim=1).float()
+
+
+def avatar_key(frames: torch.Tensor, boxes: torch.Tensor, settings: CropSettings, vae_id: str, dtype) -> str:
+    return content_hash("musetalk-avatar", AVATAR_VERSION, frames, boxes, asdict(settings), vae_id, str(dtype))
+
+
+def build_avatar(nets, frames: torch.Tensor, track: FaceTrack, fps: float, settings: CropSettings = CropSettings(),
+                 device: torch.device = torch.device("cpu"), cache: Optional[ContentCache] = None,
+                 batch_size: int = 8, progress: Optional[Progress] = None) -> Avatar:
+    """Precompile (or load from `cache`) the avatar of loop `frames` ``[L, H, W, 3]``."""
+    progress = ensure(progress)
+    if frames.dim() != 4 or frames.shape[-1] != 3 or frames.shape[0] < 1:
+        raise InputError("images", "a batch of RGB frames [frames, height, width, 3]", f"shape {tuple(frames.shape)}")
+    n, h, w = int(frames.shape[0]), int(frames.shape[1]), int(frames.shape[2])
+    if len(track) != n or (track.width, track.height) != (w, h):
+        raise InputError("face_track", f"the track of these {n} frames of {w}x{h}",
+                         f"a track of {len(track)} frames of {track.width}x{track.height}",
+                         "Track the same frames that go into the avatar.")
+    if not fps > 0:
+        raise InputError("fps", "a positive frame rate", repr(fps))
+    boxes = crop_boxes(track, settings)
+    mask = mouth_mask(settings.mouth)
+    key = avatar_key(frames, boxes, settings, nets.vae_id, nets.compute_dtype)
+    if cache is not None:
+        entry = cache.load(CACHE_NAMESPACE, key, AVATAR_VERSION)
+        if entry is not None:
+            return Avatar(frames, entry.tensors["boxes"], entry.tensors["latents"], entry.tensors["mask"],
+                          float(fps), key, True)
+    progress.reset(n)
+    latents = None
+    for start in range(0, n, batch_size):
+        idx = range(start, min(n, start + batch_size))
+        crops = torch.stack([crop_resize(frames[i], boxes[i].tolist()) for i in idx]).to(device)
+        lat = encode_crops(nets.vae, crops, nets.scaling_factor).cpu()
+        if latents is None:
+            latents = torch.empty((n, *lat.shape[1:]), dtype=torch.float32)
+        latents[start:start + len(idx)] = lat
+        progress.step(len(idx))
+    if cache is None:
+        return Avatar(frames, boxes, latents, mask, float(fps), key, False)
+    entry = cache.store(CACHE_NAMESPACE, key, AVATAR_VERSION, {"boxes": boxes, "latents": latents, "mask": mask},
+                        {"frames": n, "width": w, "height": h, "settings": asdict(settings)})
+    return Avatar(frames, entry.tensors["boxes"], entry.tensors["latents"], entry.tensors["mask"], float(fps), key,
+                  False)

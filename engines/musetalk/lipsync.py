@@ -1,0 +1,144 @@
+"""Lip-sync: an avatar loop + speech -> frames whose mouth follows the speech.
+
+Stages, streamed in batches so a long clip never needs every latent or decoded face at once:
+1. audio -> 16 kHz mono -> Whisper hidden states in 30 s segments -> padded ``[S, 5, 384]`` (audio_features);
+2. keyframes (every `stride`-th frame and the last): one gather of their audio windows ``[B, 50, 384]`` + the
+   positional encoding, the loop frame's 8-channel latent chosen by video time, one UNet step at timestep 0;
+3. frames between keyframes: SLERP of the keyframe latents (cadence);
+4. VAE decode in batches, then paste-back of the mouth onto the loop frame at its crop box (blend).
+Every network call runs at a fixed batch size: a short last batch is padded with copies of its last item and the
+extra outputs dropped, so there is one code path (and one shape for compiled or graph-captured runners).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+import torch
+
+from ..common.errors import InputError
+from ..common.progress import Progress, ensure
+from .audio_features import TOKENS, encode_audio, pad_features, positional_encoding, prepare_audio, window_features
+from .avatar import Avatar
+from .blend import paste_face, source_indices
+from .cadence import expand_keyframes, keyframe_indices
+
+LOOP_MODES = ("loop", "ping-pong")
+
+
+@dataclass(frozen=True)
+class LipSyncSettings:
+    """batch_size: frames per UNet/VAE call; stride: UNet on every stride-th frame (1 = all); fps: output rate
+    (None = the avatar's); loop_mode: how the avatar loop repeats ("loop" or "ping-pong")."""
+
+    batch_size: int = 8
+    stride: int = 1
+    fps: Optional[float] = None
+    loop_mode: str = "loop"
+
+
+def run_padded(fn: Callable[..., torch.Tensor], batch: int, *xs: torch.Tensor) -> torch.Tensor:
+    """Call `fn` on exactly `batch` rows: pad short inputs with copies of their last row, drop the extra outputs."""
+    m = xs[0].shape[0]
+    if m < batch:
+        xs = tuple(torch.cat([x, x[-1:].expand(batch - m, *x.shape[1:])], dim=0) for x in xs)
+    return fn(*xs)[:m]
+
+
+def check_settings(settings: LipSyncSettings) -> None:
+    if not 1 <= settings.batch_size <= 256:
+        raise InputError("batch_size", "a batch size from 1 to 256", str(settings.batch_size))
+    if not 1 <= settings.stride <= 3:
+        raise InputError("stride", "a keyframe stride of 1, 2 or 3", str(settings.stride))
+    if settings.fps is not None and not settings.fps > 0:
+        raise InputError("fps", "a positive frame rate (or 0 for the avatar's)", str(settings.fps))
+    if settings.loop_mode not in LOOP_MODES:
+        raise InputError("loop_mode", f"one of {', '.join(LOOP_MODES)}", repr(settings.loop_mode))
+
+
+class _Renderer:
+    """Decodes pending latents in fixed batches and pastes them onto their loop frames."""
+
+    def __init__(self, nets, avatar: Avatar, src: torch.Tensor, batch: int, emit, progress: Progress):
+        self.nets, self.avatar, self.src, self.batch = nets, avatar, src, batch
+        self.emit, self.progress = emit, progress
+        self.latents: list[torch.Tensor] = []
+        self.frames: list[torch.Tensor] = []
+        self.count = 0
+
+    def add(self, latents: torch.Tensor, frames: torch.Tensor) -> None:
+        self.latents.append(latents)
+        self.frames.append(frames)
+        self.count += frames.numel()
+        while self.count >= self.batch:
+            self._decode(self.batch)
+
+    def flush(self) -> None:
+        while self.count:
+            self._decode(min(self.count, self.batch))
+
+    def _decode(self, k: int) -> None:
+        lat, fr = torch.cat(self.latents), torch.cat(self.frames)
+        self.latents, self.frames = [lat[k:]], [fr[k:]]
+        self.count -= k
+        nets = self.nets
+        faces = run_padded(lambda z: nets.vae.decode(z / nets.scaling_factor).sample, self.batch,
+                           lat[:k].to(nets.vae.dtype))
+        faces = (faces.float() / 2 + 0.5).clamp(0, 1)
+        frames = self.avatar.frames
+        out = torch.empty((k, *frames.shape[1:]), dtype=frames.dtype, device=frames.device)
+        faces = faces.to(frames.device)
+        for j, f in enumerate(fr[:k].tolist()):
+            s = int(self.src[f])
+            out[j].copy_(frames[s])
+            paste_face(out[j], faces[j], self.avatar.mask, self.avatar.boxes[s].tolist())
+        self.emit(fr[:k], out)
+        self.progress.step(k)
+
+
+@torch.no_grad()
+def lipsync(nets, avatar: Avatar, audio: Any, settings: LipSyncSettings = LipSyncSettings(),
+            device: torch.device = torch.device("cpu"), sink: Optional[Callable[[torch.Tensor], None]] = None,
+            progress: Optional[Progress] = None) -> Optional[torch.Tensor]:
+    """Render the lip-synced clip: ``floor(duration · fps)`` frames ``[N, H, W, 3]``.
+
+    With a `sink`, frames go to ``sink(chunk)`` in order, chunk by chunk, and nothing is returned (the clip never
+    exists whole); without one, they are written into one preallocated tensor that is returned.
+    """
+    check_settings(settings)
+    progress = ensure(progress)
+    fps = float(settings.fps or avatar.fps)
+    samples, n = prepare_audio(audio, fps)
+    dtype = nets.compute_dtype
+    features = encode_audio(nets.whisper, nets.feature_extractor, samples, device, dtype, progress)
+    padded = pad_features(features, n, fps).to(device)
+    pe = positional_encoding(TOKENS, features.shape[-1], device, dtype)
+    src = source_indices(n, fps, avatar.fps, len(avatar), settings.loop_mode)
+    keys = keyframe_indices(n, settings.stride)
+    batch = settings.batch_size
+    progress.reset(len(keys) + n)
+
+    result = None if sink is not None else torch.empty((n, *avatar.frames.shape[1:]), dtype=avatar.frames.dtype)
+
+    def emit(frame_ids: torch.Tensor, chunk: torch.Tensor) -> None:
+        if sink is not None:
+            sink(chunk)
+        else:
+            result[int(frame_ids[0]):int(frame_ids[-1]) + 1] = chunk
+
+    renderer = _Renderer(nets, avatar, src, batch, emit, progress)
+    timestep = torch.zeros(1, dtype=torch.long, device=device)
+    unet = lambda lat, cond: nets.unet(lat, timestep, encoder_hidden_states=cond).sample  # noqa: E731
+    prev_lat, prev_idx, next_frame = None, None, 0
+    for kb in keys.split(batch):
+        lat_in = avatar.latents[src[kb]].to(device, dtype)
+        cond = window_features(padded, kb, fps).to(dtype) + pe
+        pred = run_padded(unet, batch, lat_in, cond).float()
+        progress.step(kb.numel())
+        key_lat = pred if prev_lat is None else torch.cat([prev_lat, pred])
+        key_idx = kb if prev_idx is None else torch.cat([prev_idx, kb])
+        frames = torch.arange(next_frame, int(kb[-1]) + 1)
+        renderer.add(expand_keyframes(key_lat, key_idx, frames), frames)
+        prev_lat, prev_idx, next_frame = pred[-1:], kb[-1:], int(kb[-1]) + 1
+    renderer.flush()
+    return result
