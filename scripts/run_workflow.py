@@ -243,7 +243,7 @@ def main(argv: Optional[list[str]] = None) -> int:
                                  models_dir=args.models_dir or cache / "models")
             if args.gpu:
                 server.command = _without_cpu(server.command)
-            _say(f"starting ComfyUI in {server.base_dir} (models: {server.models_dir.resolve()})")
+            _say(f"starting ComfyUI in {server.base_dir} (models: {args.models_dir or cache / 'models'})")
             server.start()
             client = server
             dirs = {"output": server.output_dir, "temp": server.temp_dir, "input": server.input_dir}
