@@ -40,6 +40,7 @@ REQUIRED_FILES = (
 MODEL_TYPE = "sam3_video"
 # Settings the node overrides for one run and restores afterwards (the loaded model is shared between runs).
 _RUN_ATTRS = ("score_threshold_detection", "new_det_thresh", "max_num_objects")
+_FORGOTTEN = torch.empty(0)
 _INTERNALS = ("run_tracker_propagation", "_tracker_update_memories", "get_vision_features_for_tracker")
 
 
@@ -178,6 +179,10 @@ class TransformersSegmenter:
                            logits=logits.detach(), score=float(score))
 
     def _forget_frame(self, frame_idx: int) -> None:
-        """Drop the processed frame: later frames need only the memory bank, not the pixels."""
-        if self.session.processed_frames is not None:
-            self.session.processed_frames.pop(frame_idx, None)
+        """Free the processed frame: later frames need only the memory bank, not the pixels.
+
+        The entry itself stays (as an empty tensor): the tracker counts the session's frames to decide how many
+        past object pointers to attend to, and with the entry removed it would attend to none and return NaN.
+        """
+        if self.session.processed_frames is not None and frame_idx in self.session.processed_frames:
+            self.session.processed_frames[frame_idx] = _FORGOTTEN
