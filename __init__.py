@@ -17,6 +17,11 @@ log = logging.getLogger("broadcast_avatar")
 FAMILIES = {
     "export": ("export", [("av", "av")]),
     "wardrobe_vace": ("wardrobe_vace", []),
+    "tts_text_audio": ("tts_text_audio", [("scipy", "scipy"), ("pyloudnorm", "pyloudnorm")]),
+    "omnivoice": ("omnivoice", [("omnivoice", "omnivoice"), ("transformers", "transformers"),
+                                ("accelerate", "accelerate"), ("scipy", "scipy")]),
+    "musetalk": ("musetalk", [("diffusers", "diffusers"), ("transformers", "transformers"),
+                              ("cv2", "opencv-python-headless<5")]),
 }
 
 

@@ -1,0 +1,291 @@
+"""MuseTalk nodes: Loader, Face Track, Avatar (precompile, cached) and Lip Sync.
+
+All work is in `engines/musetalk/`: these nodes check inputs, resolve model folders, move the networks through
+ComfyUI's model management (one ModelPatcher for UNet + VAE + Whisper encoder) and convert types.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import folder_paths
+import torch
+from comfy_api.latest import io, ui
+
+from ..engines.common.errors import InputError
+from ..engines.musetalk import face_track as ft
+from ..engines.musetalk.avatar import CropSettings, build_avatar
+from ..engines.musetalk.blend import MouthEllipse
+from ..engines.musetalk.lipsync import LOOP_MODES, LipSyncSettings, lipsync
+from ..engines.musetalk.loader import DTYPES, describe, load_musetalk
+from . import comfy_bridge, types
+
+log = logging.getLogger("broadcast_avatar.musetalk")
+FAMILY = "musetalk"
+CATEGORY = f"{comfy_bridge.CATEGORY}/musetalk"
+PRECISIONS = ("auto", "fp16", "bf16", "fp32")
+DETECTOR_FAMILIES = ("musetalk", "ditto")   # model folders searched for an SCRFD .onnx face detector
+BUILTIN_DETECTORS = ("auto", "haar")
+
+
+class MuseTalkHandle:
+    """What flows on a BROADCAST_MUSETALK_MODEL link: the networks and the patcher that moves them."""
+
+    def __init__(self, nets, name: str):
+        import comfy.model_management as mm
+        import comfy.model_patcher
+
+        self.nets = nets
+        self.name = name
+        self.patcher = comfy.model_patcher.ModelPatcher(nets, load_device=mm.get_torch_device(),
+                                                        offload_device=mm.unet_offload_device())
+
+    def ready(self):
+        """Load onto ComfyUI's compute device (whole: diffusers modules cannot run half-offloaded); return
+        ``(nets, device)``."""
+        import comfy.model_management as mm
+
+        mm.load_models_gpu([self.patcher], force_full_load=True)
+        return self.nets, self.patcher.load_device
+
+
+def _auto_dtype(precision: str) -> torch.dtype:
+    if precision != "auto":
+        return DTYPES[precision]
+    import comfy.model_management as mm
+
+    device = mm.get_torch_device()
+    return torch.float16 if device.type == "cuda" and mm.should_use_fp16(device) else torch.float32
+
+
+def detector_files() -> list[str]:
+    """SCRFD ONNX files under models/musetalk and models/ditto, as '<family>/<relative path>'."""
+    found = set()
+    for family in DETECTOR_FAMILIES:
+        try:
+            bases = folder_paths.get_folder_paths(family)
+        except KeyError:
+            continue
+        for base in bases:
+            for dirpath, _dirs, files in os.walk(base):
+                for f in files:
+                    low = f.lower()
+                    if low.endswith(".onnx") and ("scrfd" in low or low.startswith("det_")):
+                        rel = Path(dirpath, f).relative_to(base).as_posix()
+                        found.add(f"{family}/{rel}")
+    return sorted(found)
+
+
+def _detector_path(name: str) -> Path:
+    family, _, rel = name.partition("/")
+    if family not in DETECTOR_FAMILIES or not rel or ".." in Path(rel).parts:
+        raise InputError("detector", f"auto, haar or an SCRFD .onnx under models/{{{','.join(DETECTOR_FAMILIES)}}}",
+                         repr(name))
+    for base in folder_paths.get_folder_paths(family):
+        if (Path(base) / rel).is_file():
+            return Path(base) / rel
+    raise InputError("detector", "an existing .onnx file", f"{name!r} (not found)",
+                     "Refresh the page: the file list is read when the node list loads.")
+
+
+def _make_detector(name: str):
+    if name == "auto":
+        files = detector_files()
+        name = files[0] if files else "haar"
+    if name == "haar":
+        return ft.HaarDetector(), "haar"
+    from ..engines.musetalk.scrfd import ScrfdDetector
+
+    return ScrfdDetector(_detector_path(name)), "scrfd"
+
+
+class BroadcastMuseTalkLoader(io.ComfyNode):
+    """Loads MuseTalk v1.5 (UNet + sd-vae-ft-mse + whisper-tiny encoder) from a local folder."""
+
+    @classmethod
+    def define_schema(cls) -> io.Schema:
+        return io.Schema(
+            node_id="BroadcastMuseTalkLoader",
+            display_name="Broadcast MuseTalk Loader",
+            category=CATEGORY,
+            description="Load MuseTalk's UNet, VAE and Whisper encoder from a folder in models/musetalk laid out "
+                        "as upstream's models/ (musetalkV15/, sd-vae/, whisper/); never downloads.",
+            inputs=[
+                io.Combo.Input("model_name", options=comfy_bridge.model_names(FAMILY),
+                               tooltip="A folder in models/musetalk holding musetalkV15/{musetalk.json, unet.pth}, "
+                                       "sd-vae/{config.json, diffusion_pytorch_model.bin} and whisper/{config.json, "
+                                       "pytorch_model.bin, preprocessor_config.json}."),
+                io.Combo.Input("precision", options=list(PRECISIONS), default="auto",
+                               tooltip="auto: fp16 on a GPU, fp32 on the CPU (fp16 is very slow on CPUs)."),
+            ],
+            outputs=[types.MuseTalkModel.Output("musetalk_model", display_name="musetalk_model")],
+        )
+
+    @classmethod
+    def validate_inputs(cls, precision=None):
+        if precision is not None and precision not in PRECISIONS:
+            return f"precision: expected one of {', '.join(PRECISIONS)}, got {precision!r}."
+        return True
+
+    @classmethod
+    def execute(cls, model_name, precision) -> io.NodeOutput:
+        folder = comfy_bridge.model_dir(FAMILY, model_name)
+        nets = load_musetalk(folder, _auto_dtype(precision))
+        log.info("Broadcast MuseTalk: loaded %s from %s", describe(nets), model_name)
+        return io.NodeOutput(MuseTalkHandle(nets, model_name))
+
+
+class BroadcastFaceTrack(io.ComfyNode):
+    """Face boxes for every frame of a clip: detector on keyframes of a small proxy, interpolation between."""
+
+    @classmethod
+    def define_schema(cls) -> io.Schema:
+        return io.Schema(
+            node_id="BroadcastFaceTrack",
+            display_name="Broadcast Face Track",
+            category=CATEGORY,
+            description="Track the face box through a clip: an SCRFD .onnx from models/ or OpenCV's built-in Haar "
+                        "cascade on every Nth frame of a small proxy, interpolated between; or from a MASK or a box.",
+            inputs=[
+                io.Image.Input("images", tooltip="The avatar loop, [frames, height, width, 3]."),
+                io.Combo.Input("detector", options=list(BUILTIN_DETECTORS) + detector_files(), default="auto",
+                               tooltip="auto: the first SCRFD .onnx found under models/musetalk or models/ditto, "
+                                       "else haar (OpenCV's bundled cascade, no files needed)."),
+                io.Int.Input("detect_every", default=5, min=1, max=250, step=1,
+                             tooltip="Run the detector on every Nth frame (and the last); frames between get "
+                                     "boxes interpolated. 1 = every frame."),
+                io.Int.Input("proxy_size", default=384, min=0, max=4096, step=16,
+                             tooltip="Longest side (pixels) of the copy the detector sees; 0 = full size."),
+                io.String.Input("box", default="", optional=True,
+                                tooltip="A fixed face box 'x1, y1, x2, y2' in pixels for every frame (brows to "
+                                        "below the mouth); overrides the detector and the mask. Empty: unused."),
+                io.Mask.Input("mask", optional=True,
+                              tooltip="A face mask (one, or one per frame): its bounding box is the face box; "
+                                      "frames with an empty mask are interpolated. Overrides the detector."),
+            ],
+            outputs=[types.FaceTrack.Output("face_track", display_name="face_track")],
+        )
+
+    @classmethod
+    def validate_inputs(cls, detector=None, box=None):
+        try:
+            if detector is not None and detector not in BUILTIN_DETECTORS:
+                _detector_path(detector)
+            if box:
+                ft.parse_box(box)
+        except InputError as exc:
+            return str(exc)
+        return True
+
+    @classmethod
+    def execute(cls, images, detector, detect_every, proxy_size, box="", mask=None) -> io.NodeOutput:
+        if not isinstance(images, torch.Tensor) or images.dim() != 4 or images.shape[0] == 0:
+            raise InputError("images", "a batch of at least 1 frame [frames, height, width, 3]",
+                             f"shape {tuple(getattr(images, 'shape', ()))}")
+        n, h, w = int(images.shape[0]), int(images.shape[1]), int(images.shape[2])
+        if box and box.strip():
+            track = ft.track_from_box(ft.parse_box(box), n, w, h)
+        elif mask is not None:
+            track = ft.track_from_masks(mask, n, w, h)
+        else:
+            det, method = _make_detector(detector)
+            track = ft.track_faces(images, det, every=int(detect_every), proxy_size=int(proxy_size), method=method,
+                                   progress=comfy_bridge.progress(n))
+        summary = (f"{n} frames, {int(track.found.sum())} boxes found ({track.method}), "
+                   f"first box {[round(float(v)) for v in track.boxes[0]]}")
+        return io.NodeOutput(track, ui=ui.PreviewText(summary))
+
+
+class BroadcastMuseTalkAvatar(io.ComfyNode):
+    """Precompiles an avatar loop (crop boxes, reference latents, mouth mask); cached by content."""
+
+    @classmethod
+    def define_schema(cls) -> io.Schema:
+        return io.Schema(
+            node_id="BroadcastMuseTalkAvatar",
+            display_name="Broadcast MuseTalk Avatar",
+            category=CATEGORY,
+            description="Precompile a presenter loop for MuseTalk: face crops, their VAE latents and the mouth-only "
+                        "blend mask. Stored in the pack's cache; the same frames load instantly next time.",
+            inputs=[
+                types.MuseTalkModel.Input("musetalk_model"),
+                io.Image.Input("images", tooltip="The avatar loop (the frames the face track was made from)."),
+                types.FaceTrack.Input("face_track", tooltip="Per-frame face boxes of these frames."),
+                io.Float.Input("fps", default=25.0, min=1.0, max=120.0, step=0.001,
+                               tooltip="The loop's frame rate (from the video loader): maps video time to loop "
+                                       "frames. MuseTalk is trained at 25."),
+                io.Float.Input("crop_top", default=0.08, min=-0.5, max=1.0, step=0.01,
+                               tooltip="Crop margin above the face box, in box heights."),
+                io.Float.Input("crop_bottom", default=0.22, min=-0.5, max=1.0, step=0.01,
+                               tooltip="Crop margin below the face box, in box heights (the chin must be inside)."),
+                io.Float.Input("crop_side", default=0.0, min=-0.3, max=1.0, step=0.01,
+                               tooltip="Crop margin left and right, in box widths."),
+                io.Float.Input("mouth_feather", default=0.5, min=0.05, max=1.0, step=0.05,
+                               tooltip="Part of the mouth ellipse's radius over which the blend fades out (cosine)."),
+                io.Int.Input("batch_size", default=8, min=1, max=64, step=1, tooltip="Crops per VAE encode call."),
+            ],
+            outputs=[types.MuseTalkAvatar.Output("avatar", display_name="avatar")],
+        )
+
+    @classmethod
+    def execute(cls, musetalk_model, images, face_track, fps, crop_top, crop_bottom, crop_side, mouth_feather,
+                batch_size) -> io.NodeOutput:
+        settings = CropSettings(top=float(crop_top), bottom=float(crop_bottom), side=float(crop_side),
+                                mouth=MouthEllipse(feather=float(mouth_feather)))
+        nets, device = musetalk_model.ready()
+        avatar = build_avatar(nets, images, face_track, float(fps), settings, device=device,
+                              cache=comfy_bridge.cache(), batch_size=int(batch_size),
+                              progress=comfy_bridge.progress(int(images.shape[0])))
+        state = "loaded from cache" if avatar.from_cache else "precompiled"
+        return io.NodeOutput(avatar, ui=ui.PreviewText(f"{len(avatar)} frames {state} ({avatar.key[:12]})"))
+
+
+class BroadcastMuseTalkLipSync(io.ComfyNode):
+    """Speech + avatar -> lip-synced frames (and the speech, passed through)."""
+
+    @classmethod
+    def define_schema(cls) -> io.Schema:
+        return io.Schema(
+            node_id="BroadcastMuseTalkLipSync",
+            display_name="Broadcast MuseTalk Lip Sync",
+            category=CATEGORY,
+            description="Lip-sync an avatar loop to speech with MuseTalk: batched UNet, optional keyframe stride "
+                        "with SLERP, mouth-only paste-back. Output length follows the audio, looping the avatar.",
+            inputs=[
+                types.MuseTalkModel.Input("musetalk_model"),
+                types.MuseTalkAvatar.Input("avatar"),
+                io.Audio.Input("audio", tooltip="Speech of any length and sample rate (resampled to 16 kHz mono)."),
+                io.Int.Input("batch_size", default=8, min=1, max=64, step=1,
+                             tooltip="Frames per UNet and VAE call (8-32 on a GPU). The last batch is padded."),
+                io.Int.Input("stride", default=1, min=1, max=3, step=1,
+                             tooltip="Run the UNet on every Nth frame and SLERP the latents between (1 = every "
+                                     "frame; 2-3 are faster and steadier)."),
+                io.Float.Input("fps", default=0.0, min=0.0, max=120.0, step=0.001,
+                               tooltip="Output frame rate; 0 = the avatar's."),
+                io.Combo.Input("loop_mode", options=list(LOOP_MODES), default="loop",
+                               tooltip="loop: the avatar repeats from the start; ping-pong: forward then backward."),
+            ],
+            outputs=[
+                io.Image.Output("images", display_name="images"),
+                io.Audio.Output("audio_out", display_name="audio", tooltip="The input speech, unchanged."),
+                io.Float.Output("fps_out", display_name="fps", tooltip="The output frame rate."),
+            ],
+        )
+
+    @classmethod
+    def validate_inputs(cls, loop_mode=None):
+        if loop_mode is not None and loop_mode not in LOOP_MODES:
+            return f"loop_mode: expected one of {', '.join(LOOP_MODES)}, got {loop_mode!r}."
+        return True
+
+    @classmethod
+    def execute(cls, musetalk_model, avatar, audio, batch_size, stride, fps, loop_mode) -> io.NodeOutput:
+        settings = LipSyncSettings(batch_size=int(batch_size), stride=int(stride), fps=float(fps) or None,
+                                   loop_mode=loop_mode)
+        nets, device = musetalk_model.ready()
+        frames = lipsync(nets, avatar, audio, settings, device=device, progress=comfy_bridge.progress(1))
+        return io.NodeOutput(frames, audio, float(settings.fps or avatar.fps))
+
+
+NODES = [BroadcastMuseTalkLoader, BroadcastFaceTrack, BroadcastMuseTalkAvatar, BroadcastMuseTalkLipSync]
