@@ -60,6 +60,14 @@ def case_for(stem: str) -> WorkflowCase:
     return CASES.get(stem, WorkflowCase())
 
 
+def registration_hint(stem: str) -> str:
+    """Added to a failure message when the workflow has no case yet."""
+    if stem in CASES:
+        return ""
+    return (f"\n(workflow '{stem}' has no entry in tests/workflow_cases.py: add one whose prepare() creates its tiny "
+            "models and inputs on the test server, or mark it runs_on_test_comfy=False if it needs real weights)")
+
+
 def stem_of(path: Path) -> str:
     name = path.name
     return name[: -len(".api.json")] if name.endswith(".api.json") else name[: -len(".json")]

@@ -15,7 +15,7 @@ import pytest
 
 from scripts.workflow_api import apply_overrides
 from tests.comfy import frontend
-from tests.workflow_cases import case_for, stem_of, ui_workflows, workflow_id
+from tests.workflow_cases import case_for, registration_hint, stem_of, ui_workflows, workflow_id
 
 WORKFLOWS = ui_workflows()
 
@@ -84,9 +84,13 @@ def test_workflow_loads_and_runs_from_the_editor(path, page, comfy):
         converted = page_.evaluate("async () => (await app.graphToPrompt()).output")
         output = apply_overrides(converted, overrides, comfy.object_info())
     queued = page_.evaluate(frontend.QUEUE_JS, output)
+    hint = registration_hint(stem_of(path))
     assert queued["ok"], f"the server refused the prompt from the editor: {queued['error']}\n" \
-                         f"{json.dumps(queued['response'], indent=1)[:3000]}"
-    entry = comfy.finish(queued["prompt_id"], timeout=300)
+                         f"{json.dumps(queued['response'], indent=1)[:3000]}{hint}"
+    try:
+        entry = comfy.finish(queued["prompt_id"], timeout=300)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}{hint}") from None
     assert entry["status"]["status_str"] == "success"
     problems = log.problems()
     assert problems == [], "console errors while running:\n" + "\n".join(problems)

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from scripts.workflow_api import apply_overrides, load_workflow
-from tests.workflow_cases import REPO_ROOT, api_workflows, case_for, stem_of, workflow_id
+from tests.workflow_cases import REPO_ROOT, api_workflows, case_for, registration_hint, stem_of, workflow_id
 
 WORKFLOWS = api_workflows()
 RUN_TIMEOUT = 300
@@ -77,7 +77,7 @@ def test_comfy_run_queues_workflow(path, comfy, tmp_path):
     assert proc.returncode == 0 and envelope.get("ok"), (
         f"comfy run exited {proc.returncode}: {error.get('code')}: {error.get('message')}\n"
         f"hint: {error.get('hint')}\ndetails: {json.dumps(error.get('details'), indent=1)[:3000]}\n"
-        f"stderr: {proc.stderr[-2000:]}")
+        f"stderr: {proc.stderr[-2000:]}{registration_hint(stem_of(path))}")
     assert envelope["data"]["status"] == "completed", envelope["data"]
 
 
