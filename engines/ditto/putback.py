@@ -1,0 +1,94 @@
+"""Putback: the rendered 512 crop blended back into the full frame through its crop affine, on the frame's device.
+
+Upstream warps a feathered mask and the crop into the frame with two ``cv2.warpAffine`` calls (bilinear, zero
+border) and blends ``m * render + (1 - m) * frame``. Here the same bilinear sampling is one ``grid_sample`` over a
+batch (crop and mask as four channels), restricted to the box each crop covers in its frame, so the work scales with
+the face, not with the frame. The grid is built from the stored frame->crop affine (no grids are stored): for an
+output pixel p, the crop pixel is M_o2c @ p, normalised for ``align_corners=False`` as (2x + 1) / 512 - 1.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+CROP = 512
+
+
+@lru_cache(maxsize=4)
+def feather_mask(size: int = CROP, ratio: float = 0.9) -> np.ndarray:
+    """Upstream's mask: 1 inside the central `ratio` square, linear ramps to 0 over the border, rounded corners."""
+    inner = int(size * ratio)
+    a = (size - inner) // 2
+    b = a + inner
+    mask = np.ones((size, size), np.float32)
+    up = np.linspace(0, 1, a, dtype=np.float64)
+    down = np.linspace(1, 0, size - b, dtype=np.float64)
+    mask[:a, a:b] = up[:, None]
+    mask[b:, a:b] = down[:, None]
+    mask[a:b, :a] = up[None, :]
+    mask[a:b, b:] = down[None, :]
+
+    def corner(rows, cols):
+        return (1 - np.clip(np.sqrt(rows[:, None] ** 2 + cols[None, :] ** 2), 0, 1)).astype(np.float32)
+
+    mask[:a, :a] = corner(up[::-1], up[::-1])
+    mask[:a, b:] = corner(up[::-1], down[::-1])
+    mask[b:, :a] = corner(down[::-1], up[::-1])
+    mask[b:, b:] = corner(down[::-1], down[::-1])
+    return mask
+
+
+def footprint(m_c2o: np.ndarray, width: int, height: int) -> tuple[int, int, int, int]:
+    """Integer box (x0, y0, x1, y1) of frame pixels the crop can touch (one pixel of margin), clipped."""
+    corners = np.array([[0, 0, 1], [CROP, 0, 1], [0, CROP, 1], [CROP, CROP, 1]], np.float64) - [0.5, 0.5, 0]
+    pts = corners @ m_c2o[:2].T
+    x0, y0 = np.floor(pts.min(0)).astype(int) - 1
+    x1, y1 = np.ceil(pts.max(0)).astype(int) + 2
+    return max(0, x0), max(0, y0), min(width, x1), min(height, y1)
+
+
+def putback(frames: torch.Tensor, crops: torch.Tensor, m_o2c: np.ndarray, m_c2o: np.ndarray,
+            out: torch.Tensor | None = None) -> torch.Tensor:
+    """Blend crops into frames.
+
+    Args:
+        frames: (B, H, W, 3) float in [0, 1] or uint8, on the device to work on.
+        crops: (B, 3, S, S) float in [0, 1] (same device); S = 512 at full size.
+        m_o2c, m_c2o: (B, 3, 3) affines (numpy float64).
+        out: optional (B, H, W, 3) float32 destination.
+    Returns (B, H, W, 3) float32 in [0, 1].
+    """
+    b, h, w = frames.shape[:3]
+    dev = frames.device
+    if out is None:
+        out = torch.empty((b, h, w, 3), dtype=torch.float32, device=dev)
+    out.copy_(frames.float() / 255.0 if frames.dtype == torch.uint8 else frames.float())
+    boxes = [footprint(m_c2o[i], w, h) for i in range(b)]
+    bw = max(1, max(x1 - x0 for x0, _, x1, _ in boxes))
+    bh = max(1, max(y1 - y0 for _, y0, _, y1 in boxes))
+    ys, xs = torch.meshgrid(torch.arange(bh, device=dev, dtype=torch.float64),
+                            torch.arange(bw, device=dev, dtype=torch.float64), indexing="ij")
+    grids = []
+    for i, (x0, y0, _, _) in enumerate(boxes):
+        m = torch.as_tensor(m_o2c[i], dtype=torch.float64, device=dev)
+        px, py = xs + x0, ys + y0
+        sx = m[0, 0] * px + m[0, 1] * py + m[0, 2]
+        sy = m[1, 0] * px + m[1, 1] * py + m[1, 2]
+        grids.append(torch.stack([(2 * sx + 1) / CROP - 1, (2 * sy + 1) / CROP - 1], dim=-1))
+    grid = torch.stack(grids).float()
+    side = crops.shape[-1]   # 512 at full size; the grid is in normalised units, so smaller test crops work too
+    mask = torch.from_numpy(feather_mask(side)).to(dev)[None, None].expand(b, 1, side, side)
+    src = torch.cat([crops.float(), mask], dim=1)
+    warped = F.grid_sample(src, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
+    warped = warped.permute(0, 2, 3, 1)                       # (B, bh, bw, 4)
+    for i, (x0, y0, x1, y1) in enumerate(boxes):
+        if x1 <= x0 or y1 <= y0:
+            continue
+        region = out[i, y0:y1, x0:x1]
+        piece = warped[i, : y1 - y0, : x1 - x0]
+        m = piece[..., 3:].clamp(0, 1)
+        region.copy_((m * piece[..., :3] + (1 - m) * region).clamp(0, 1))
+    return out

@@ -1,0 +1,119 @@
+"""Render: avatar + driven keypoints -> full-size frames, in batches, as a stream of chunks.
+
+Per rendered frame: stitching network on (x_s, x_d), warping network on the avatar frame's f_s, SPADE decoder to a
+512 crop, putback into the avatar frame. Frames between rendered ones (cadence stride > 1) are SLERP-infilled crops;
+frames in silence show the avatar frame, eased in and out (see cadence.py). Output frame i uses avatar frame
+``source_index[i]`` (the loop is followed by video time). Chunks come out in order as soon as they are complete, so a
+writer can encode them while the rest renders; nothing holds the whole clip unless the caller collects it.
+"""
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import Iterator, Optional
+
+import numpy as np
+import torch
+
+from ..common.errors import InputError
+from ..common.progress import Progress, ensure
+from . import cadence
+from .keypoints import source_keypoints
+from .putback import putback
+
+
+@dataclass(frozen=True)
+class RenderSettings:
+    batch_size: int = 4
+    stride: int = 1
+    silence_bypass: bool = True
+    silence_threshold: float = cadence.SILENCE_RMS
+    ease_frames: int = cadence.EASE_FRAMES
+
+
+def _autocast(device: torch.device, dtype: torch.dtype):
+    if device.type == "cuda" and dtype == torch.float16:
+        return torch.autocast("cuda", dtype=torch.float16)
+    return contextlib.nullcontext()
+
+
+class CropRenderer:
+    """Stitch -> warp -> decode for batches of frames, on one device."""
+
+    def __init__(self, nets, avatar, device: torch.device, dtype: torch.dtype):
+        self.nets, self.avatar, self.device, self.dtype = nets, avatar, device, dtype
+        self.x_s = torch.from_numpy(source_keypoints(avatar.info))          # (N_src, 21, 3)
+
+    @torch.inference_mode()
+    def __call__(self, src: np.ndarray, kp_driven: np.ndarray) -> torch.Tensor:
+        dev = self.device
+        f_s = torch.stack([self.avatar.f_s[int(i)] for i in src]).to(dev, torch.float32)
+        x_s = self.x_s[src].to(dev)
+        x_d = torch.from_numpy(np.ascontiguousarray(kp_driven)).to(dev)
+        with _autocast(dev, self.dtype):
+            x_d = self.nets.stitch(x_s, x_d)
+            feat = self.nets.warp(f_s, x_s, x_d)
+            crops = self.nets.decoder(feat)
+        return crops.float().clamp(0, 1)
+
+
+def render(nets, avatar, source_index: np.ndarray, kp_driven: np.ndarray, rms: Optional[np.ndarray],
+           settings: RenderSettings, device: torch.device, dtype: torch.dtype = torch.float32,
+           progress: Optional[Progress] = None) -> Iterator[tuple[int, torch.Tensor]]:
+    """Yield (first frame index, frames (b, H, W, 3) float32 on CPU) in order until every frame is out."""
+    progress = ensure(progress)
+    n = len(kp_driven)
+    if not 1 <= settings.stride <= 3:
+        raise InputError("cadence_stride", "1, 2 or 3", str(settings.stride))
+    if settings.batch_size < 1:
+        raise InputError("batch_size", "at least 1", str(settings.batch_size))
+    if settings.silence_bypass and rms is not None:
+        weights = cadence.neural_weights(rms[:n] if len(rms) >= n else np.pad(rms, (0, n - len(rms))),
+                                         settings.silence_threshold, settings.ease_frames)
+    else:
+        weights = np.ones(n, np.float32)
+    plan = cadence.render_plan(weights, settings.stride)
+    progress.reset(n)
+    renderer = CropRenderer(nets, avatar, device, dtype)
+    rendered: dict[int, torch.Tensor] = {}
+    emitted = 0
+
+    def emit(upto: int):
+        """Put back and yield frames [emitted, upto)."""
+        nonlocal emitted
+        while emitted < upto:
+            idx = np.arange(emitted, min(upto, emitted + settings.batch_size))
+            frames = torch.stack([avatar.frames[int(source_index[i])] for i in idx]).to(device)
+            active = weights[idx] > 0
+            out = frames.float() / 255.0
+            if active.any():
+                sel = idx[active]
+                crops = torch.stack([_crop_for(i) for i in sel])
+                src = source_index[sel]
+                act = torch.from_numpy(active).to(device)
+                composed = putback(frames[act], crops, avatar.m_o2c[src], avatar.m_c2o[src])
+                w = torch.from_numpy(weights[sel]).to(device).view(-1, 1, 1, 1)
+                base = out[act]
+                out[act] = base + w * (composed - base)
+            yield int(idx[0]), out.cpu()
+            progress.step(len(idx))
+            emitted = int(idx[-1]) + 1
+
+    def _crop_for(i: int) -> torch.Tensor:
+        if i in rendered:
+            return rendered[i]
+        k = np.searchsorted(plan, i)
+        a, b = int(plan[k - 1]), int(plan[k])
+        return cadence.slerp(rendered[a][None], rendered[b][None], (i - a) / (b - a))[0]
+
+    for s in range(0, len(plan), settings.batch_size):
+        batch = plan[s:s + settings.batch_size]
+        progress.check()
+        crops = renderer(source_index[batch], kp_driven[batch])
+        for j, i in enumerate(batch):
+            rendered[int(i)] = crops[j]
+        yield from emit(int(batch[-1]) + 1)
+        keep_from = int(batch[-1])
+        for key in [k for k in rendered if k < keep_from]:
+            del rendered[key]
+    yield from emit(n)
