@@ -1,0 +1,89 @@
+"""The mask sequence cache: segment a loop once, reuse its masks on every later wardrobe run.
+
+Key = hash(source frames, prompt, parameters, format version), so a different clip, prompt or setting is a miss,
+never a stale hit. Storage is lossless: masks that are exactly 0/1 are bit-packed (1 bit per pixel), anything else
+is kept as float32. Entries live in the pack's content-hash cache (`engines.common.cache`), written atomically.
+
+Tests and other families may fill the cache with known masks through `store_masks` under the same key the node
+computes (`mask_key`), which is how the CI runs skip the segmenter.
+"""
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import numpy as np
+import torch
+
+from ..common.cache import ContentCache, content_hash
+from ..common.errors import InputError
+
+NAMESPACE = "wardrobe_masks"
+VERSION = 1
+
+_KEYS: dict = {}  # (data_ptr, shape, stride, version, prompt, params) -> key: the frames are hashed once per run
+
+
+def mask_key(images: torch.Tensor, prompt: str, params: str) -> str:
+    """Cache key of a mask sequence made from ``images`` with ``prompt`` and ``params``."""
+    ident = (images.data_ptr(), tuple(images.shape), tuple(images.stride()), images._version, str(images.dtype),
+             prompt, params)
+    key = _KEYS.get(ident)
+    if key is None:
+        key = content_hash("wardrobe-mask-sequence", VERSION, images, str(prompt), str(params))
+        if len(_KEYS) > 16:
+            _KEYS.clear()
+        _KEYS[ident] = key
+    return key
+
+
+def _encode(mask: torch.Tensor) -> dict:
+    m = mask.detach().float().cpu().contiguous()
+    binary = bool(((m == 0) | (m == 1)).all())
+    if binary:
+        packed = np.packbits(m.numpy().astype(np.uint8).reshape(-1))
+        return {"bits": torch.from_numpy(packed)}
+    return {"values": m}
+
+
+def store_masks(cache: ContentCache, key: str, masks: Sequence[Optional[torch.Tensor]], meta: Optional[dict] = None):
+    """Write the mask sequences (None = slot unused) under ``key``; returns the loaded-back masks."""
+    tensors, shapes = {}, []
+    for i, m in enumerate(masks):
+        if m is None:
+            shapes.append(None)
+            continue
+        if m.dim() == 2:
+            m = m[None]
+        for name, t in _encode(m).items():
+            tensors[f"{i}.{name}"] = t
+        shapes.append(list(m.shape))
+    if not tensors:
+        raise InputError("masks", "at least one mask sequence to store", "none")
+    cache.store(NAMESPACE, key, VERSION, tensors, {"shapes": shapes, **(meta or {})})
+    return load_masks(cache, key)
+
+
+def load_masks(cache: ContentCache, key: str) -> Optional[list]:
+    """The stored mask sequences (float32 ``[F, H, W]`` or None per slot), or None on a miss."""
+    entry = cache.load(NAMESPACE, key, VERSION)
+    if entry is None:
+        return None
+    out = []
+    for i, shape in enumerate(entry.meta.get("shapes", [])):
+        if shape is None:
+            out.append(None)
+            continue
+        n = int(np.prod(shape))
+        if f"{i}.bits" in entry.tensors:
+            bits = entry.tensors[f"{i}.bits"].numpy()
+            flat = np.unpackbits(bits, count=n).astype(np.float32)
+            out.append(torch.from_numpy(flat).reshape(shape))
+        else:
+            out.append(entry.tensors[f"{i}.values"].clone().reshape(shape))
+    return out
+
+
+def has_masks(cache: ContentCache, key: str) -> bool:
+    """Cheap existence test used before deciding whether the segmenter must run."""
+    # A full (memory-mapped) load, so a corrupt entry is removed now and counts as a miss, not later as an error.
+    return cache.load(NAMESPACE, key, VERSION) is not None
