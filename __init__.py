@@ -16,6 +16,7 @@ log = logging.getLogger("broadcast_avatar")
 # family -> (module under nodes/, [(import name, pip requirement)] it cannot work without)
 FAMILIES = {
     "export": ("export", [("av", "av")]),
+    "wardrobe": ("wardrobe", [("scipy", "scipy")]),
     "wardrobe_vace": ("wardrobe_vace", []),
     "tts_text_audio": ("tts_text_audio", [("scipy", "scipy"), ("pyloudnorm", "pyloudnorm")]),
     "omnivoice": ("omnivoice", [("omnivoice", "omnivoice"), ("transformers", "transformers"),
