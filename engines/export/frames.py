@@ -183,7 +183,9 @@ class DeviceYUV:
         self.bit_depth = bit_depth
         self.format = yuv_format(bit_depth)
 
-    def frames(self, chunk: torch.Tensor) -> Iterator[np.ndarray]:
+    def frames(self, chunk) -> Iterator[np.ndarray]:
+        if isinstance(chunk, np.ndarray):
+            chunk = torch.from_numpy(chunk)
         n, h, w = (int(d) for d in chunk.shape[:3])
         step = frames_per_step(h, w)
         for start in range(0, n, step):

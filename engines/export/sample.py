@@ -52,12 +52,29 @@ def voice_like(seconds: float, sample_rate: int = 48000, seed: int = 0) -> tuple
     return stereo, envelope.astype(np.float32)
 
 
+EDGE_PX = 3.0  # soft edges like a camera's optics at this size; hard synthetic steps are not what 4:2:0 is for
+
+
+def _paint(img: np.ndarray, alpha: np.ndarray, colour) -> None:
+    img += alpha[..., None] * (np.asarray(colour, np.float32) - img)
+
+
+def _ellipse(px, py, cx, cy, rx, ry) -> np.ndarray:
+    d = (np.sqrt(((px - cx) / rx) ** 2 + ((py - cy) / ry) ** 2) - 1.0) * min(rx, ry)
+    return np.clip(0.5 - d / EDGE_PX, 0.0, 1.0)
+
+
+def _band(p, centre, half) -> np.ndarray:
+    return np.clip(0.5 + (half - np.abs(p - centre)) / EDGE_PX, 0.0, 1.0)
+
+
 def presenter_frames(width: int, height: int, fps: float, envelope: np.ndarray, sample_rate: int,
                      count: int, first: int = 0) -> np.ndarray:
     """Frames `first .. first+count-1` as uint8 `[count, height, width, 3]` (mouth driven by `envelope`)."""
-    yy, xx = np.mgrid[0:height, 0:width].astype(np.float32)
-    u, v = xx / width, yy / height
-    backdrop = np.stack((0.08 + 0.10 * v, 0.16 + 0.18 * v, 0.35 + 0.25 * (1 - u)), axis=-1)
+    py, px = np.mgrid[0:height, 0:width].astype(np.float32)
+    W, H = float(width), float(height)
+    u, v = px / W, py / H
+    backdrop = np.stack((0.08 + 0.10 * v, 0.16 + 0.18 * v, 0.35 + 0.25 * (1 - u)), axis=-1).astype(np.float32)
     frames = np.empty((count, height, width, 3), np.uint8)
     for i in range(count):
         t = (first + i) / fps
@@ -66,37 +83,33 @@ def presenter_frames(width: int, height: int, fps: float, envelope: np.ndarray, 
         mouth = float(window.mean()) if window.size else 0.0
         img = backdrop.copy()
         sway = 0.02 * np.sin(2 * np.pi * 0.4 * t)
-        cx, head_y = 0.5 + sway, 0.41 + 0.005 * np.sin(2 * np.pi * 0.9 * t)
+        cx, head_y = (0.5 + sway) * W, (0.41 + 0.005 * np.sin(2 * np.pi * 0.9 * t)) * H
+        body_x, shoulders = (0.5 + sway * 0.4) * W, 0.58 * H
         # Suit: a trapezoid from the shoulders down, with a white collar and a red tie.
-        shoulders = 0.58
-        half = 0.20 + (v - shoulders) * 0.35
-        body = (v > shoulders) & (np.abs(u - (0.5 + sway * 0.4)) < half)
-        img[body] = (0.12, 0.13, 0.18)
-        collar = body & (np.abs(u - (0.5 + sway * 0.4)) < 0.06 - (v - shoulders) * 0.1) & (v < shoulders + 0.12)
-        img[collar] = (0.92, 0.92, 0.90)
-        tie = body & (np.abs(u - (0.5 + sway * 0.4)) < 0.018) & (v > shoulders + 0.02) & (v < shoulders + 0.22)
-        img[tie] = (0.65, 0.08, 0.10)
-        neck = (np.abs(u - (0.5 + sway * 0.6)) < 0.06) & (v > head_y + 0.08) & (v <= shoulders + 0.01)
-        img[neck] = (0.78, 0.57, 0.47)
+        below = np.clip(0.5 + (py - shoulders) / EDGE_PX, 0.0, 1.0)
+        _paint(img, below * _band(px, body_x, 0.20 * W + (py - shoulders) * 0.35 * W / H), (0.12, 0.13, 0.18))
+        collar_half = np.maximum(0.06 * W - (py - shoulders) * 0.1 * W / H, 0)
+        _paint(img, below * _band(px, body_x, collar_half) * _band(py, shoulders + 0.06 * H, 0.06 * H),
+               (0.92, 0.92, 0.90))
+        _paint(img, _band(px, body_x, 0.018 * W) * _band(py, shoulders + 0.12 * H, 0.10 * H), (0.62, 0.10, 0.12))
+        neck_top, neck_bottom = head_y + 0.08 * H, shoulders + 0.01 * H
+        _paint(img, _band(px, (0.5 + sway * 0.6) * W, 0.06 * W)
+               * _band(py, (neck_top + neck_bottom) / 2, (neck_bottom - neck_top) / 2), (0.78, 0.57, 0.47))
         # Head (skin), hair cap, eyes that blink every ~3 s, and a mouth that opens with the voice.
-        ru, rv = 0.16, 0.12
-        head = ((u - cx) / ru) ** 2 + ((v - head_y) / rv) ** 2 < 1
-        img[head] = (0.87, 0.64, 0.52)
-        hair = head & (v < head_y - 0.06)
-        img[hair] = (0.20, 0.13, 0.08)
+        head = _ellipse(px, py, cx, head_y, 0.16 * W, 0.12 * H)
+        _paint(img, head, (0.87, 0.64, 0.52))
+        _paint(img, head * np.clip(0.5 + (head_y - 0.06 * H - py) / EDGE_PX, 0.0, 1.0), (0.20, 0.13, 0.08))
         blink = 2.0 < (t % 3.0) < 2.12
         for side in (-1, 1):
-            eye_h = 0.004 if blink else 0.011
-            eye = ((u - (cx + side * 0.055)) / 0.025) ** 2 + ((v - (head_y - 0.015)) / eye_h) ** 2 < 1
-            img[eye] = (0.1, 0.08, 0.08)
-        mouth_h = 0.004 + 0.022 * mouth
-        lips = ((u - cx) / 0.05) ** 2 + ((v - (head_y + 0.055)) / mouth_h) ** 2 < 1
-        img[lips] = (0.45, 0.12, 0.14)
+            eye_h = (0.004 if blink else 0.011) * H
+            _paint(img, _ellipse(px, py, cx + side * 0.055 * W, head_y - 0.015 * H, 0.025 * W, eye_h),
+                   (0.1, 0.08, 0.08))
+        _paint(img, _ellipse(px, py, cx, head_y + 0.055 * H, 0.05 * W, (0.004 + 0.022 * mouth) * H),
+               (0.45, 0.12, 0.14))
         # Lower third: a news bar with a moving ticker block.
-        bar = (v > 0.86) & (v < 0.93)
-        img[bar] = (0.75, 0.10, 0.12)
-        ticker = bar & (np.abs(((u + 0.15 * t) % 1.0) - 0.5) < 0.2) & (v > 0.885) & (v < 0.905)
-        img[ticker] = (0.95, 0.95, 0.95)
+        _paint(img, _band(py, 0.895 * H, 0.035 * H), (0.72, 0.12, 0.14))
+        ticker_x = ((0.5 - 0.15 * t) % 1.0) * W
+        _paint(img, _band(px, ticker_x, 0.2 * W) * _band(py, 0.895 * H, 0.01 * H), (0.95, 0.95, 0.95))
         frames[i] = (np.clip(img, 0, 1) * 255 + 0.5).astype(np.uint8)
     return frames
 

@@ -1,0 +1,270 @@
+"""Export nodes: Export Video (IMAGE + AUDIO -> .mp4 in the output folder), Load Video and Load Audio.
+
+All work is in `engines/export/`: the streaming writer (NVENC with a libx264 fallback, AAC in the same pass, atomic
+rename), the streaming reader and the output-path checks. These nodes check inputs, resolve folders, report progress
+and convert between ComfyUI's types and the engine's.
+"""
+from __future__ import annotations
+
+import logging
+import os
+
+import folder_paths
+import numpy as np
+import torch
+from comfy_api.latest import InputImpl, io, ui
+
+from ..engines.common.audio import make_audio
+from ..engines.common.errors import InputError
+from ..engines.export import AudioTrack, EncodeSettings, VideoWriter, next_output, reader
+from ..engines.export import settings as S
+from ..engines.export.paths import check_prefix
+from . import comfy_bridge
+
+log = logging.getLogger("broadcast_avatar.export")
+CATEGORY = f"{comfy_bridge.CATEGORY}/export"
+CHUNK_FRAMES = 8  # frames per writer call: the progress bar and the cancel check move this often
+
+
+def _input_files(kinds: list[str]) -> list[str]:
+    """Top-level files of ComfyUI's input folder of the given kinds (where the upload button puts them)."""
+    folder = folder_paths.get_input_directory()
+    try:
+        names = [f for f in os.listdir(folder) if os.path.isfile(os.path.join(folder, f))]
+    except FileNotFoundError:
+        names = []
+    return sorted(folder_paths.filter_files_content_types(names, kinds))
+
+
+def _file_error(input_name: str, name) -> str | None:
+    if not name or not folder_paths.exists_annotated_filepath(name):
+        return f"{input_name}: expected a file in ComfyUI's input folder, got {name!r} (not found). Upload it first."
+    return None
+
+
+def _file_fingerprint(name: str) -> str:
+    path = folder_paths.get_annotated_filepath(name)
+    st = os.stat(path)
+    return f"{st.st_mtime_ns}:{st.st_size}"
+
+
+class BroadcastExportVideo(io.ComfyNode):
+    """Encode frames and audio into one .mp4 in a single streaming pass."""
+
+    @classmethod
+    def define_schema(cls) -> io.Schema:
+        return io.Schema(
+            node_id="BroadcastExportVideo",
+            display_name="Broadcast Export Video",
+            category=CATEGORY,
+            description="Encode IMAGE frames (+ AUDIO as AAC) into one .mp4 in the output folder in a single "
+                        "streaming pass: NVENC where it works, else libx264; preview in the node.",
+            inputs=[
+                io.Image.Input("images", tooltip="Frames to encode, [frames, height, width, 3]. Odd sizes are padded "
+                                                 "to even by repeating the last row/column."),
+                io.Float.Input("fps", default=24.0, min=1.0, max=240.0, step=0.001,
+                               tooltip="Frames per second. 23.976, 29.97 and 59.94 are stored as exact NTSC rates."),
+                io.String.Input("filename_prefix", default="broadcast/clip",
+                                tooltip="Name inside ComfyUI's output folder; sub-folders allowed, leaving the "
+                                        "folder (absolute paths, '..') is refused. A 5-digit counter is appended."),
+                io.Combo.Input("encoder", options=list(S.ENCODER_CHOICES), default="auto",
+                               tooltip="auto: NVENC H.264 (HEVC at 10 bit) where the GPU allows, else libx264/libx265 "
+                                       "with one warning. Explicit NVENC choices fall back the same way."),
+                io.Combo.Input("preset", options=list(S.PRESET_CHOICES), default="auto",
+                               tooltip="Speed/quality: p1 (fastest) .. p7 (best) for NVENC, or an x264 preset; either "
+                                       "kind is mapped onto the other encoder. auto: p4 / veryfast."),
+                io.Combo.Input("tune", options=list(S.TUNE_CHOICES), default="auto",
+                               tooltip="hq: quality; ll / ull: low / ultra-low latency (x264: zerolatency). "
+                                       "auto: hq on NVENC, none on x264."),
+                io.Combo.Input("rate_control", options=list(S.RATE_CONTROLS), default="cq",
+                               tooltip="cq: constant quality (NVENC cq, x264 crf) from 'quality'; vbr / cbr: from "
+                                       "'bitrate_kbps'; constqp: fixed quantiser 'quality'."),
+                io.Int.Input("quality", default=19, min=0, max=51, step=1,
+                             tooltip="For cq and constqp: 0 best .. 51 worst. 17-23 is visually clean."),
+                io.Int.Input("bitrate_kbps", default=8000, min=50, max=500000, step=50,
+                             tooltip="For vbr and cbr: target video bitrate in kbit/s."),
+                io.Float.Input("gop_seconds", default=1.0, min=0.04, max=60.0, step=0.01,
+                               tooltip="Seconds between keyframes (default 1: seekable, stream-friendly)."),
+                io.Combo.Input("bit_depth", options=["8", "10"], default="8",
+                               tooltip="8 plays everywhere; 10 reduces banding (HEVC/x264 High 10)."),
+                io.Boolean.Input("faststart", default=True,
+                                 tooltip="Put the index at the front so playback starts before the download ends."),
+                io.Combo.Input("audio_mode", options=list(S.AUDIO_MODES), default="match_video",
+                               tooltip="match_video: cut/pad the audio to the video; match_audio: cut the video or "
+                                       "hold its last frame to the audio's length; shortest: the shorter wins."),
+                io.Int.Input("audio_bitrate_kbps", default=192, min=16, max=512, step=8,
+                             tooltip="AAC bitrate in kbit/s."),
+                io.Audio.Input("audio", optional=True,
+                               tooltip="Optional soundtrack (one clip), muxed as AAC in the same pass."),
+            ],
+            outputs=[
+                io.Video.Output("video", display_name="video", tooltip="The written file as ComfyUI VIDEO."),
+                io.String.Output("path", display_name="path", tooltip="Absolute path of the written .mp4."),
+            ],
+            hidden=[io.Hidden.prompt, io.Hidden.extra_pnginfo],
+            is_output_node=True,
+        )
+
+    @classmethod
+    def validate_inputs(cls, filename_prefix=None, encoder=None, preset=None, tune=None, rate_control=None,
+                        bit_depth=None, audio_mode=None):
+        # Only combos and the prefix are named here: 0.3.75 skips min/max checks of inputs named in this method.
+        try:
+            if filename_prefix is not None:
+                check_prefix(filename_prefix)
+            for name, value, options in (("encoder", encoder, S.ENCODER_CHOICES), ("preset", preset, S.PRESET_CHOICES),
+                                         ("tune", tune, S.TUNE_CHOICES), ("rate_control", rate_control, S.RATE_CONTROLS),
+                                         ("bit_depth", bit_depth, ("8", "10")), ("audio_mode", audio_mode, S.AUDIO_MODES)):
+                if value is not None and str(value) not in options:
+                    raise InputError(name, f"one of {', '.join(options)}", repr(value))
+        except InputError as exc:
+            return str(exc)
+        return True
+
+    @classmethod
+    def execute(cls, images, fps, filename_prefix, encoder, preset, tune, rate_control, quality, bitrate_kbps,
+                gop_seconds, bit_depth, faststart, audio_mode, audio_bitrate_kbps, audio=None) -> io.NodeOutput:
+        if not isinstance(images, torch.Tensor) or images.dim() != 4 or images.shape[0] == 0:
+            given = "0 frames" if isinstance(images, torch.Tensor) and images.dim() == 4 else \
+                f"shape {tuple(getattr(images, 'shape', ()))}"
+            raise InputError("images", "a batch of at least 1 frame [frames, height, width, 3]", given)
+        settings = EncodeSettings(encoder=encoder, preset=preset, tune=tune, rate_control=rate_control,
+                                  quality=int(quality), bitrate_kbps=int(bitrate_kbps), gop_seconds=float(gop_seconds),
+                                  bit_depth=int(bit_depth), faststart=bool(faststart),
+                                  audio_bitrate_kbps=int(audio_bitrate_kbps)).check()
+        track = AudioTrack.from_comfy(audio) if audio is not None else None
+        target = next_output(comfy_bridge.output_dir(), filename_prefix, "mp4")
+        metadata = {"prompt": cls.hidden.prompt} if cls.hidden.prompt else {}
+        n = int(images.shape[0])
+        progress = comfy_bridge.progress(n)
+        with VideoWriter(target.path, fps, settings=settings, audio=track, audio_mode=audio_mode,
+                         progress=progress, metadata=metadata) as writer:
+            for start in range(0, n, CHUNK_FRAMES):
+                writer.write(images[start:start + CHUNK_FRAMES])
+        result = writer.result
+        log.info("Broadcast export: %s", result.summary())
+        preview = ui.PreviewVideo([ui.SavedResult(target.filename, target.subfolder, io.FolderType.output)])
+        ui_dict = dict(preview.as_dict())
+        ui_dict["text"] = [result.summary()]
+        return io.NodeOutput(InputImpl.VideoFromFile(str(result.path)), str(result.path), ui=ui_dict)
+
+
+class BroadcastLoadVideo(io.ComfyNode):
+    """Decode a video from the input folder into frames, its audio and its rate."""
+
+    @classmethod
+    def define_schema(cls) -> io.Schema:
+        return io.Schema(
+            node_id="BroadcastLoadVideo",
+            display_name="Broadcast Load Video",
+            category=CATEGORY,
+            description="Load a video from ComfyUI's input folder (streaming decode) as IMAGE frames, its AUDIO, "
+                        "its frame rate and frame count; optional frame cap, skip and target rate.",
+            inputs=[
+                io.Combo.Input("video", options=_input_files(["video"]), upload=io.UploadType.video,
+                               tooltip="A video file in ComfyUI's input folder (use the upload button to add one)."),
+                io.Int.Input("frame_cap", default=0, min=0, max=100000, step=1,
+                             tooltip="Keep at most this many frames; 0 keeps all."),
+                io.Int.Input("skip_first_frames", default=0, min=0, max=1000000, step=1,
+                             tooltip="Source frames to drop from the start (the audio starts there too)."),
+                io.Float.Input("target_fps", default=0.0, min=0.0, max=240.0, step=0.001,
+                               tooltip="Resample to this rate by repeating/dropping frames; 0 keeps the file's rate."),
+            ],
+            outputs=[
+                io.Image.Output("images", display_name="images"),
+                io.Audio.Output("audio", display_name="audio",
+                                tooltip="The file's audio over the kept frames (silence if it has none)."),
+                io.Float.Output("fps", display_name="fps"),
+                io.Int.Output("frame_count", display_name="frame_count"),
+            ],
+        )
+
+    @classmethod
+    def validate_inputs(cls, video=None):
+        if video is None:  # linked input: checked when it arrives
+            return True
+        return _file_error("video", video) or True
+
+    @classmethod
+    def fingerprint_inputs(cls, video, **_):
+        return _file_fingerprint(video)
+
+    @classmethod
+    def execute(cls, video, frame_cap, skip_first_frames, target_fps) -> io.NodeOutput:
+        path = folder_paths.get_annotated_filepath(video)
+        info = reader.probe(path, "video")
+        expected = reader.planned_count(info, frame_cap, skip_first_frames, target_fps)
+        if expected <= 0:
+            raise InputError("skip_first_frames", f"fewer than the file's {info.frame_count} frames",
+                             str(skip_first_frames))
+        fps = reader.output_fps(info, target_fps)
+        progress = comfy_bridge.progress(expected)
+        # One float tensor filled chunk by chunk: the decoded uint8 frames are never all held at once.
+        out = torch.empty((expected, info.height, info.width, 3), dtype=torch.float32)
+        extra, count = [], 0
+        for chunk in reader.read_frames(path, frame_cap=frame_cap, skip_frames=skip_first_frames,
+                                        target_fps=target_fps, progress=progress, input_name="video"):
+            part = torch.from_numpy(chunk).float().div_(255.0)
+            room = max(0, min(len(part), expected - count))
+            out[count:count + room] = part[:room]
+            if room < len(part):  # the header under-counted: keep the rest too
+                extra.append(part[room:])
+            count += len(part)
+        if count == 0:
+            raise InputError("video", "a file with decodable frames", f"'{video}' (no frames decoded)")
+        images = torch.cat([out] + extra) if extra else out[:count]
+        start = skip_first_frames / float(info.fps)
+        decoded = reader.read_audio(path, start_seconds=start, duration_seconds=count / fps, input_name="video")
+        if decoded is None or decoded[0].shape[1] == 0:
+            audio = make_audio(np.zeros((1, max(1, round(count / fps * 48000))), np.float32), 48000)
+        else:
+            audio = make_audio(decoded[0], decoded[1])
+        return io.NodeOutput(images, audio, fps, count)
+
+
+class BroadcastLoadAudio(io.ComfyNode):
+    """Decode an audio file (or a video's soundtrack) from the input folder."""
+
+    @classmethod
+    def define_schema(cls) -> io.Schema:
+        return io.Schema(
+            node_id="BroadcastLoadAudio",
+            display_name="Broadcast Load Audio",
+            category=CATEGORY,
+            description="Load audio (or a video's soundtrack) from ComfyUI's input folder as AUDIO, at its own "
+                        "sample rate, optionally a time range.",
+            inputs=[
+                io.Combo.Input("audio_file", options=_input_files(["audio", "video"]), upload=io.UploadType.audio,
+                               tooltip="An audio or video file in ComfyUI's input folder (upload button adds one)."),
+                io.Float.Input("start_seconds", default=0.0, min=0.0, max=86400.0, step=0.01,
+                               tooltip="Skip this much from the start."),
+                io.Float.Input("duration_seconds", default=0.0, min=0.0, max=86400.0, step=0.01,
+                               tooltip="Keep this much; 0 keeps everything after the start."),
+            ],
+            outputs=[io.Audio.Output("audio", display_name="audio")],
+        )
+
+    @classmethod
+    def validate_inputs(cls, audio_file=None):
+        if audio_file is None:
+            return True
+        return _file_error("audio_file", audio_file) or True
+
+    @classmethod
+    def fingerprint_inputs(cls, audio_file, **_):
+        return _file_fingerprint(audio_file)
+
+    @classmethod
+    def execute(cls, audio_file, start_seconds, duration_seconds) -> io.NodeOutput:
+        path = folder_paths.get_annotated_filepath(audio_file)
+        decoded = reader.read_audio(path, start_seconds=float(start_seconds),
+                                    duration_seconds=float(duration_seconds) or None, input_name="audio_file")
+        if decoded is None:
+            raise InputError("audio_file", "a file with an audio stream", f"'{audio_file}' (no audio)")
+        samples, rate = decoded
+        if samples.shape[1] == 0:
+            raise InputError("start_seconds", "a start inside the file's audio", f"{start_seconds} s (past the end)")
+        return io.NodeOutput(make_audio(samples, rate))
+
+
+NODES = [BroadcastExportVideo, BroadcastLoadVideo, BroadcastLoadAudio]
