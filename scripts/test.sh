@@ -8,8 +8,9 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 . scripts/env.sh
 # Nothing written into the clone: no bytecode caches, no .pytest_cache.
 export PYTHONDONTWRITEBYTECODE=1
-# Per-test limit (a hung server or browser fails that test, not the whole run); the session-wide budget is CI's.
-args=(-p no:cacheprovider --timeout="${BA_TEST_TIMEOUT:-900}" -ra)
+# Per-test limit (a hung server or browser fails that test, not the whole run), and a session limit that ends
+# the run with a report before CI's own 90-minute limit would kill it silently.
+args=(-p no:cacheprovider --timeout="${BA_TEST_TIMEOUT:-600}" --session-timeout="${BA_SESSION_TIMEOUT:-4500}" -ra)
 if [ $# -eq 0 ]; then
   set -- tests
 fi
