@@ -23,6 +23,7 @@ FAMILIES = {
                                 ("accelerate", "accelerate"), ("scipy", "scipy")]),
     "musetalk": ("musetalk", [("diffusers", "diffusers"), ("transformers", "transformers"),
                               ("cv2", "opencv-python-headless<5")]),
+    "sam3": ("sam3", [("transformers", "transformers>=5"), ("torchvision", "torchvision")]),
     "ditto": ("ditto", [("onnxruntime", "onnxruntime"), ("cv2", "opencv-python-headless<5")]),
 }
 

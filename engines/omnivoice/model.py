@@ -92,9 +92,13 @@ def tokenizer_fingerprint(folder: Path) -> str:
     return h.hexdigest()
 
 
-def load_omnivoice(folder: os.PathLike | str, precision: str = "auto",
-                   device: Optional[torch.device] = None, input_name: str = "model_name") -> LoadedOmniVoice:
-    """Load the folder's model on `device` (CPU by default). Raises `InputError` for missing files or bad options."""
+def load_omnivoice(folder: os.PathLike | str, precision: str = "auto", device: Optional[torch.device] = None,
+                   load_on: Optional[torch.device] = None, input_name: str = "model_name") -> LoadedOmniVoice:
+    """Load the folder's model for running on `device` (CPU by default), placed on `load_on` (default `device`).
+
+    The precision is chosen for the device the model will run on; ComfyUI keeps it on the offload device until a
+    node needs it. Raises `InputError` for missing files or bad options.
+    """
     folder = require_files(folder, REQUIRED_FILES, input_name)
     device = torch.device(device or "cpu")
     dtype = resolve_precision(precision, device)
@@ -105,7 +109,7 @@ def load_omnivoice(folder: os.PathLike | str, precision: str = "auto",
     model = OmniVoice.from_pretrained(str(folder), dtype=dtype, local_files_only=True)
     model.audio_tokenizer.float()  # the waveform decoder stays fp32 whatever the backbone runs in
     model.eval()
-    model.to(device)
+    model.to(load_on or device)
     at_cfg = model.audio_tokenizer.config
     return LoadedOmniVoice(model=model, folder=folder, backbone_dtype=dtype, sample_rate=int(model.sampling_rate),
                            frame_rate=int(at_cfg.frame_rate), num_codebooks=int(model.config.num_audio_codebook),

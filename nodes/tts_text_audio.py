@@ -1,0 +1,168 @@
+"""TTS text and audio nodes that need no TTS model: clause preparation, broadcast mastering, Whisper verification.
+
+The work is in engines/omnivoice/: `text.py` (clause rules), `master.py` + `dsp.py` (the mastering chain),
+`asr.py` + `verify.py` (local Whisper, word accuracy). Only numpy, scipy and pyloudnorm are needed (transformers for
+the verify node), so mastering works without the omnivoice package.
+"""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+from comfy_api.latest import io, ui
+
+from ..engines.common.audio import check_audio, make_audio, to_mono
+from ..engines.common.errors import InputError
+from ..engines.omnivoice import asr, master, verify
+from ..engines.omnivoice.text import MAX_SUB_BATCH, MIN_WORDS, prepare_text
+from . import types
+from .comfy_bridge import CATEGORY, progress
+from .tts_common import WHISPER_NONE, load_whisper, whisper_names
+
+LIPSYNC_RATE = 16000
+
+
+class BroadcastTextPrepare(io.ComfyNode):
+    """Script text -> clauses for OmniVoice, with the posts' splitting rules."""
+
+    @classmethod
+    def define_schema(cls):
+        return io.Schema(
+            node_id="BroadcastTextPrepare",
+            display_name="Broadcast Text Prepare",
+            category=f"{CATEGORY}/tts",
+            description="Strip [sfx:]/[tone:] tags, turn mid-sentence '...' into commas, split at . ! ? (never at "
+                        "¡ ¿), merge fragments under 3 words, batch at most 4 clauses; optional Rioplatense voseo.",
+            inputs=[
+                io.String.Input("text", multiline=True, default="",
+                                tooltip="The script. Inline tags like [sfx:click] or [tone:quote]...[/tone] are "
+                                        "removed; OmniVoice's own tags such as [laughter] are kept."),
+                io.String.Input("language", default="en",
+                                tooltip="Language code or name (es, en, Spanish, English...). Required: it is never "
+                                        "guessed."),
+                io.Boolean.Input("voseo", default=False,
+                                 tooltip="Rioplatense voseo (tienes -> tenés, eres -> sos...). Spanish only."),
+                io.Int.Input("min_words", default=MIN_WORDS, min=1, max=12,
+                             tooltip="Clauses with fewer words merge with a neighbour (OmniVoice buzzes on lone "
+                                     "words). 1 keeps every clause."),
+                io.Int.Input("max_sub_batch", default=MAX_SUB_BATCH, min=1, max=16,
+                             tooltip="Clauses generated together in one batch (the posts use 4)."),
+            ],
+            outputs=[types.Clauses.Output("clauses", display_name="clauses"),
+                     io.String.Output("prepared_text", display_name="prepared_text")],
+        )
+
+    @classmethod
+    def execute(cls, text, language, voseo, min_words, max_sub_batch) -> io.NodeOutput:
+        prepared = prepare_text(text, language, voseo=voseo, min_words=min_words, max_batch=max_sub_batch)
+        return io.NodeOutput(prepared, "\n".join(prepared.clauses))
+
+
+class BroadcastAudioMaster(io.ComfyNode):
+    """The broadcast mastering chain, each stage switchable, plus a 16 kHz mono copy for the lip-sync engines."""
+
+    @classmethod
+    def define_schema(cls):
+        d = master.MasterSettings()
+        return io.Schema(
+            node_id="BroadcastAudioMaster",
+            display_name="Broadcast Audio Master",
+            category=f"{CATEGORY}/tts",
+            description="Low-pass 9.6 kHz, de-ess 4.8-8.2 kHz, tame word-final /s/, loudness to a LUFS target "
+                        "(gated BS.1770), true-peak limit; also outputs 16 kHz mono for lip sync.",
+            inputs=[
+                io.Audio.Input("audio", tooltip="Speech to master (any rate; the stages were tuned at 24 kHz)."),
+                io.Boolean.Input("lowpass", default=d.lowpass, tooltip="4th-order low-pass (zero phase)."),
+                io.Float.Input("lowpass_hz", default=d.lowpass_hz, min=2000.0, max=20000.0, step=100.0,
+                               tooltip="Low-pass cutoff in Hz; at or above 95% of Nyquist the stage does nothing."),
+                io.Boolean.Input("deess", default=d.deess, tooltip="Split-band de-esser on 4.8-8.2 kHz."),
+                io.Float.Input("deess_threshold", default=d.deess_threshold, min=0.001, max=1.0, step=0.001,
+                               tooltip="Band envelope (5 ms RMS, linear) above which the band is turned down."),
+                io.Float.Input("deess_max_db", default=d.deess_max_db, min=0.0, max=24.0, step=0.5,
+                               tooltip="Largest cut of the sibilant band in dB."),
+                io.Boolean.Input("terminal_s", default=d.terminal_s,
+                                 tooltip="Word-final /s/ tamer: cap at 65 ms with a 25 ms fade, then the next "
+                                         "80 ms x 0.03."),
+                io.Boolean.Input("loudness", default=d.loudness,
+                                 tooltip="Bring integrated loudness (gated BS.1770) to the target."),
+                io.Float.Input("target_lufs", default=d.target_lufs, min=-40.0, max=-5.0, step=0.5,
+                               tooltip="Loudness target in LUFS (-14 for streaming, -23 for EBU R128 broadcast)."),
+                io.Boolean.Input("limit", default=d.limit, tooltip="True-peak limiter (4x oversampled peaks)."),
+                io.Float.Input("ceiling_dbtp", default=d.ceiling_dbtp, min=-12.0, max=0.0, step=0.1,
+                               tooltip="Highest allowed true peak in dBTP."),
+            ],
+            outputs=[io.Audio.Output("audio_out", display_name="audio"),
+                     io.Audio.Output("audio_16k", display_name="audio_16k"),
+                     io.String.Output("report", display_name="report")],
+        )
+
+    @classmethod
+    def execute(cls, audio, lowpass, lowpass_hz, deess, deess_threshold, deess_max_db, terminal_s, loudness,
+                target_lufs, limit, ceiling_dbtp) -> io.NodeOutput:
+        wave, sr = check_audio(audio, "audio")
+        settings = master.MasterSettings(lowpass=lowpass, lowpass_hz=lowpass_hz, deess=deess,
+                                         deess_threshold=deess_threshold, deess_max_db=deess_max_db,
+                                         terminal_s=terminal_s, loudness=loudness, target_lufs=target_lufs,
+                                         limit=limit, ceiling_dbtp=ceiling_dbtp)
+        bar = progress(wave.shape[0])
+        items, reports = [], []
+        for b in range(wave.shape[0]):
+            out, report = master.master(wave[b].numpy(), sr, settings)
+            items.append(out)
+            reports.append(report.as_dict())
+            bar.step()
+        mastered = make_audio(np.stack(items), sr)
+        mono16, _ = to_mono(mastered, LIPSYNC_RATE)
+        return io.NodeOutput(mastered, make_audio(mono16, LIPSYNC_RATE),
+                             json.dumps(reports[0] if len(reports) == 1 else reports, indent=1))
+
+
+class BroadcastSpeechVerify(io.ComfyNode):
+    """Transcribes speech with a local Whisper model and scores it against the intended text."""
+
+    @classmethod
+    def define_schema(cls):
+        return io.Schema(
+            node_id="BroadcastSpeechVerify",
+            display_name="Broadcast Speech Verify",
+            category=f"{CATEGORY}/tts",
+            description="Whisper transcript of the audio and word accuracy (1 - WER after normalisation) against "
+                        "the expected text.",
+            is_output_node=True,
+            inputs=[
+                io.Audio.Input("audio", tooltip="Speech to check (first batch item, mixed to mono)."),
+                io.String.Input("expected_text", multiline=True, default="",
+                                tooltip="What the audio should say (tags and punctuation are ignored)."),
+                io.Combo.Input("whisper_model", options=[WHISPER_NONE] + whisper_names(), default=WHISPER_NONE,
+                               tooltip="A local Whisper folder in models/whisper (Hugging Face layout). Never "
+                                       "downloaded."),
+                io.String.Input("language", default="",
+                                tooltip="Whisper language code (es, en); empty lets Whisper detect it."),
+                io.Boolean.Input("ignore_accents", default=False,
+                                 tooltip="Count 'despues' and 'después' as the same word (a phonetic match)."),
+            ],
+            outputs=[io.Float.Output("word_accuracy", display_name="word_accuracy"),
+                     io.String.Output("transcript", display_name="transcript"),
+                     io.String.Output("report", display_name="report")],
+        )
+
+    @classmethod
+    def execute(cls, audio, expected_text, whisper_model, language, ignore_accents) -> io.NodeOutput:
+        if not expected_text.strip():
+            raise InputError("expected_text", "the text the audio should say", "an empty text")
+        if whisper_model == WHISPER_NONE:
+            raise InputError("whisper_model", "a Whisper folder in models/whisper", "(none)",
+                             "Put a Hugging Face Whisper folder (e.g. whisper-base) there and pick it.")
+        samples, sr = to_mono(audio, None, "audio")
+        if not np.isfinite(samples).all():
+            raise InputError("audio", "finite samples", "NaN or infinite values")
+        whisper = load_whisper(whisper_model)
+        windows = int(samples.size / sr // asr.WINDOW_S) + 1
+        transcript = asr.transcribe(whisper, samples, sr, language.strip() or None, progress(windows))
+        acc = verify.word_accuracy(expected_text, transcript, strip_accents=ignore_accents)
+        report = (f"word accuracy {acc.word_accuracy:.1%} ({acc.errors} errors over {acc.reference_words} words"
+                  f"{', exact match' if acc.exact else ''})\ntranscript: {transcript}")
+        return io.NodeOutput(acc.word_accuracy, transcript, report, ui=ui.PreviewText(report))
+
+
+NODES = [BroadcastTextPrepare, BroadcastAudioMaster, BroadcastSpeechVerify]

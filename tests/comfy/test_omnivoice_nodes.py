@@ -1,0 +1,109 @@
+"""OmniVoice nodes through the real ComfyUI server, offline, with the tiny random model.
+
+loader -> voice prompt (reference from the input folder + transcript, saved under a name) -> text prepare -> speak
+-> master, then the saved voice reused by name; bad references fail with the input named and nothing saved.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from tests.fixtures.tiny_omnivoice import install_tiny_omnivoice, reference_voice
+
+REF_TEXT = "This is a short synthetic reference."
+SCRIPT = ("Con el sistema Click... lo instalás vos mismo. [sfx:click] ¡Transformá tu espacio en minutos!... "
+          "Antes... [sfx:whoosh_transition] ¡y después!")
+
+
+@pytest.fixture(scope="module")
+def tiny(comfy):
+    install_tiny_omnivoice(comfy.models_dir)
+    sf.write(comfy.input_dir / "ov_reference.wav", reference_voice(2.0), 24000, subtype="FLOAT")
+    sf.write(comfy.input_dir / "ov_short.wav", reference_voice(0.5), 24000, subtype="FLOAT")
+    return comfy
+
+
+def _audio_file(comfy, history, node_id):
+    entry = history["outputs"][node_id]["audio"][0]
+    base = {"temp": comfy.temp_dir, "output": comfy.output_dir}[entry["type"]]
+    found = sorted(base.rglob(entry["filename"]))  # ComfyUI puts temp files in a "temp" folder of its own
+    assert found, f"{entry['filename']} not found under {base}"
+    return found[0]
+
+
+def _graph(reference="ov_reference.wav", save_as="", saved_voice="(build from reference)"):
+    return {
+        "1": {"class_type": "BroadcastOmniVoiceLoader",
+              "inputs": {"model_name": "omnivoice", "precision": "auto", "warmup": "none"}},
+        "2": {"class_type": "LoadAudio", "inputs": {"audio": reference}},
+        "3": {"class_type": "BroadcastVoicePrompt",
+              "inputs": {"omnivoice_model": ["1", 0], "saved_voice": saved_voice, "reference_audio": ["2", 0],
+                         "reference_text": REF_TEXT, "whisper_model": "(none)", "reference_language": "",
+                         "trim_silence": True, "save_as": save_as}},
+        "4": {"class_type": "BroadcastTextPrepare",
+              "inputs": {"text": SCRIPT, "language": "es", "voseo": True, "min_words": 3, "max_sub_batch": 4}},
+        "5": {"class_type": "BroadcastOmniVoiceSpeak",
+              "inputs": {"omnivoice_model": ["1", 0], "voice_prompt": ["3", 0], "clauses": ["4", 0], "text": "",
+                         "language": "en", "preset": "custom", "steps": 4, "guidance": 2.0, "t_shift": 0.9,
+                         "layer_penalty": 0.05, "speed": 1.5, "seed": 7, "trim_silence": True}},
+        "6": {"class_type": "BroadcastAudioMaster",
+              "inputs": {"audio": ["5", 0], "lowpass": True, "lowpass_hz": 9600.0, "deess": True,
+                         "deess_threshold": 0.045, "deess_max_db": 7.0, "terminal_s": True, "loudness": True,
+                         "target_lufs": -14.0, "limit": True, "ceiling_dbtp": -1.0}},
+        "7": {"class_type": "PreviewAudio", "inputs": {"audio": ["6", 0]}},
+        "8": {"class_type": "PreviewAudio", "inputs": {"audio": ["6", 1]}},
+    }
+
+
+def test_nodes_are_listed_with_tooltips(tiny):
+    info = tiny.object_info()
+    for node in ("BroadcastOmniVoiceLoader", "BroadcastVoicePrompt", "BroadcastTextPrepare",
+                 "BroadcastOmniVoiceSpeak", "BroadcastAudioMaster", "BroadcastSpeechVerify"):
+        assert node in info, f"{node} is not registered"
+        for name, spec in info[node]["input"].get("required", {}).items():
+            assert spec[1].get("tooltip"), f"{node}.{name} has no tooltip"
+    assert "omnivoice" in info["BroadcastOmniVoiceLoader"]["input"]["required"]["model_name"][1]["options"]
+
+
+def test_reference_to_mastered_speech_and_saved_voice(tiny):
+    history = tiny.run(_graph(save_as="anchor es"), timeout=600)
+    mastered, rate = sf.read(_audio_file(tiny, history, "7"), always_2d=True)
+    lipsync, rate16 = sf.read(_audio_file(tiny, history, "8"), always_2d=True)
+    assert rate == 24000 and rate16 == 16000
+    assert lipsync.shape[1] == 1
+    assert abs(lipsync.shape[0] / 16000 - mastered.shape[0] / 24000) < 0.01
+    assert mastered.shape[0] > 24000  # three clauses of speech, joined
+    assert np.isfinite(mastered).all() and np.abs(mastered).max() <= 10 ** (-1 / 20) + 1e-3
+    saved = tiny.models_dir / "omnivoice_voices" / "anchor es.safetensors"
+    assert saved.is_file()
+    assert any((tiny.models_dir / "broadcast_cache" / "omnivoice_prompt").iterdir())
+
+    # The saved voice is offered by name and replaces the reference entirely (here: no reference connected).
+    info = tiny.object_info()
+    assert "anchor es" in info["BroadcastVoicePrompt"]["input"]["required"]["saved_voice"][1]["options"]
+    graph = _graph(saved_voice="anchor es")
+    del graph["3"]["inputs"]["reference_audio"], graph["2"]
+    graph["5"]["inputs"].update(clauses=None, text="Good evening and welcome to the broadcast.", language="English")
+    del graph["5"]["inputs"]["clauses"], graph["4"]
+    history = tiny.run(graph, timeout=600)
+    again, rate = sf.read(_audio_file(tiny, history, "7"))
+    assert rate == 24000 and again.shape[0] > 0
+
+
+def test_short_reference_is_refused_and_nothing_saved(tiny):
+    error = tiny.run_error(_graph(reference="ov_short.wav", save_as="too short"))
+    assert error["node_type"] == "BroadcastVoicePrompt"
+    assert "reference_audio" in error["exception_message"] and "at least 1 s" in error["exception_message"]
+    assert not (tiny.models_dir / "omnivoice_voices" / "too short.safetensors").exists()
+
+
+def test_unknown_language_and_empty_transcript_are_refused(tiny):
+    graph = _graph()
+    graph["4"]["inputs"]["language"] = "klingonese"
+    error = tiny.run_error(graph)
+    assert error["node_type"] == "BroadcastTextPrepare" and "language" in error["exception_message"]
+    graph = _graph()
+    graph["3"]["inputs"]["reference_text"] = "   "
+    error = tiny.run_error(graph)
+    assert error["node_type"] == "BroadcastVoicePrompt" and "reference_text" in error["exception_message"]
