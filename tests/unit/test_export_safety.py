@@ -1,0 +1,197 @@
+"""Encoder fallback, cleanup on interrupt and encoder errors, and output paths that cannot escape their folder."""
+import logging
+import os
+
+import numpy as np
+import pytest
+import torch
+
+from engines.common.errors import InputError
+from engines.common.progress import Progress
+from engines.export import EncodeSettings, VideoWriter, choose_encoder, next_output, probe_encoder, reset_probe_cache
+from engines.export import settings as S
+
+FRAMES = np.full((4, 32, 48, 3), 100, np.uint8)
+
+
+def no_nvenc(codec):
+    return f"{codec}: no NVIDIA device (injected)"
+
+
+@pytest.fixture(autouse=True)
+def fresh_probe_cache():
+    reset_probe_cache()
+    yield
+    reset_probe_cache()
+
+
+# -- fallback ---------------------------------------------------------------------------------------------------------
+def test_auto_falls_back_to_libx264_with_one_warning_and_says_so(tmp_path, caplog):
+    caplog.set_level(logging.WARNING, logger="broadcast_avatar.export")
+    results = []
+    for i in range(2):
+        with VideoWriter(tmp_path / f"a{i}.mp4", 24, probe=no_nvenc) as w:
+            w.write(FRAMES)
+        results.append(w.result)
+    assert [r.encoder for r in results] == ["libx264", "libx264"]
+    for r in results:
+        assert r.fallback.startswith("h264_nvenc unavailable (h264_nvenc: no NVIDIA device (injected))")
+        assert "encoded with libx264" in r.summary()
+    warnings = [rec for rec in caplog.records if rec.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "libx264" in warnings[0].getMessage()
+
+
+def test_explicit_nvenc_hevc_falls_back_to_x265(tmp_path):
+    settings = EncodeSettings(encoder="nvenc_hevc", preset="p1")
+    with VideoWriter(tmp_path / "h.mp4", 24, settings=settings, probe=no_nvenc) as w:
+        w.write(FRAMES)
+    assert w.result.encoder == "libx265" and "hevc_nvenc unavailable" in w.result.fallback
+
+
+def test_nvenc_that_passes_the_probe_but_refuses_the_stream_falls_back(tmp_path):
+    """The probe says yes, opening the real stream fails: the writer restarts on libx264 before any frame."""
+    if probe_encoder("h264_nvenc") is None:
+        pytest.skip("this machine has a working NVENC; the refusal path needs one that refuses")
+    reset_probe_cache()
+    with VideoWriter(tmp_path / "r.mp4", 24, probe=lambda codec: None) as w:
+        w.write(FRAMES)
+    assert w.result.encoder == "libx264"
+    assert w.result.fallback.startswith("h264_nvenc unavailable (")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.mp4"]
+
+
+def test_choice_chain_and_probe_is_asked_once():
+    calls = []
+
+    def probe(codec):
+        calls.append(codec)
+        return None
+
+    assert choose_encoder("x264", probe=probe).codec == "libx264" and calls == []  # software: no probe
+    assert choose_encoder("auto", 8, probe) == choose_encoder("auto", 8, probe)
+    assert choose_encoder("auto", 8, probe).codec == "h264_nvenc"
+    assert choose_encoder("auto", 8, probe).fallback == "libx264"
+    assert choose_encoder("auto", 10, probe).codec == "hevc_nvenc"
+    assert choose_encoder("auto", 10, no_nvenc).codec == "libx265"
+    # The real probe caches its answer per codec.
+    first = probe_encoder("h264_nvenc")
+    assert probe_encoder("h264_nvenc") is first
+
+
+def test_presets_tunes_and_rate_controls_map_onto_each_encoder():
+    fps = S.frame_rate(25)
+    plan = S.codec_plan("h264_nvenc", EncodeSettings(preset="veryfast", tune="ull", rate_control="cbr",
+                                                     bitrate_kbps=4000), fps)
+    assert plan.options["preset"] == "p2" and plan.options["tune"] == "ull" and plan.options["rc"] == "cbr"
+    assert plan.options["b"] == "4000k" and plan.gop == 25 and plan.pix_fmt == "nv12"
+    plan = S.codec_plan("libx264", EncodeSettings(preset="p7", tune="ll", rate_control="constqp", quality=22), fps)
+    assert plan.options == {"preset": "slower", "tune": "zerolatency", "qp": "22"} and plan.pix_fmt == "yuv420p"
+    plan = S.codec_plan("libx264", EncodeSettings(gop_seconds=2.0, bit_depth=10), fps)
+    assert plan.options["crf"] == "19" and plan.gop == 50 and plan.pix_fmt == "yuv420p10le"
+    plan = S.codec_plan("libx265", EncodeSettings(rate_control="vbr", bitrate_kbps=2000), fps)
+    assert "vbv-maxrate=3000" in plan.options["x265-params"] and plan.options["b"] == "2000k"
+    plan = S.codec_plan("hevc_nvenc", EncodeSettings(bit_depth=10), fps)
+    assert plan.pix_fmt == "p010le" and plan.options["profile"] == "main10" and plan.options["cq"] == "19"
+
+
+@pytest.mark.parametrize("rate_control", ["vbr", "cbr", "constqp"])
+def test_each_rate_control_encodes_with_x264(tmp_path, rate_control):
+    settings = EncodeSettings(encoder="x264", rate_control=rate_control, bitrate_kbps=500, tune="ull")
+    with VideoWriter(tmp_path / "rc.mp4", 24, settings=settings) as w:
+        w.write(FRAMES)
+    assert w.result.frames == 4
+
+
+# -- cleanup ----------------------------------------------------------------------------------------------------------
+class Cancelled(Exception):
+    pass
+
+
+def cancel_after(steps):
+    state = {"n": 0}
+
+    def check():
+        state["n"] += 1
+        if state["n"] > steps:
+            raise Cancelled("interrupted by the user")
+
+    return Progress(100, check_cancel=check)
+
+
+def test_interrupt_mid_encode_leaves_no_file(tmp_path):
+    with pytest.raises(Cancelled):
+        with VideoWriter(tmp_path / "i.mp4", 24, settings=EncodeSettings(encoder="x264"),
+                         progress=cancel_after(3)) as w:
+            for _ in range(20):
+                w.write(FRAMES)
+    assert w._frames > 0  # it really was mid-encode
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_keyboard_interrupt_leaves_no_file(tmp_path):
+    with pytest.raises(KeyboardInterrupt):
+        with VideoWriter(tmp_path / "k.mp4", 24, settings=EncodeSettings(encoder="x264")) as w:
+            w.write(FRAMES)
+            assert any(p.name.endswith(".partial.mp4") for p in tmp_path.iterdir())  # the partial exists meanwhile
+            raise KeyboardInterrupt
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_encoder_error_leaves_no_file(tmp_path, monkeypatch):
+    """libx264 rejecting its options at open time is an encoder error: it surfaces, and nothing stays behind."""
+    real = S.codec_plan
+
+    def broken(codec, settings, fps, host_format=None):
+        plan = real(codec, settings, fps, host_format)
+        return S.CodecPlan(plan.codec, plan.pix_fmt, plan.gop, {**plan.options, "preset": "no-such-preset"})
+
+    monkeypatch.setattr(S, "codec_plan", broken)
+    with pytest.raises(Exception) as info:
+        with VideoWriter(tmp_path / "x.mp4", 24, settings=EncodeSettings(encoder="x264")) as w:
+            w.write(FRAMES)
+    assert not isinstance(info.value, InputError)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_size_change_mid_stream_is_refused_and_cleaned_up(tmp_path):
+    with pytest.raises(InputError, match=r"images: expected every frame 48x32 like the first, got a chunk of 32x32"):
+        with VideoWriter(tmp_path / "s.mp4", 24, settings=EncodeSettings(encoder="x264")) as w:
+            w.write(FRAMES)
+            w.write(torch.zeros(2, 32, 32, 3))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_success_replaces_nothing_but_the_target(tmp_path):
+    (tmp_path / "keep.txt").write_text("x")
+    with VideoWriter(tmp_path / "ok.mp4", 24, settings=EncodeSettings(encoder="x264")) as w:
+        w.write(FRAMES)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["keep.txt", "ok.mp4"]
+
+
+# -- paths ------------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("prefix", ["../escape", "a/../../escape", "/etc/clip", "\\\\server\\share\\clip",
+                                    "C:\\clip", "c:clip", "sub\\..\\..\\clip", "..", " ", "", "bad\x00name"])
+def test_prefix_escaping_the_output_folder_is_refused(tmp_path, prefix):
+    out = tmp_path / "output"
+    out.mkdir()
+    with pytest.raises(InputError, match=r"filename_prefix: expected"):
+        next_output(out, prefix)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["output"] and list(out.iterdir()) == []
+
+
+def test_symlinked_subfolder_leading_outside_is_refused(tmp_path):
+    out = tmp_path / "output"
+    out.mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    os.symlink(tmp_path / "elsewhere", out / "link")
+    with pytest.raises(InputError, match=r"resolves outside the output folder"):
+        next_output(out, "link/clip")
+
+
+def test_numbered_names_in_subfolders(tmp_path):
+    first = next_output(tmp_path, "news/evening/clip")
+    assert first.subfolder == "news/evening" and first.filename == "clip_00001.mp4"
+    first.path.write_bytes(b"")
+    (first.path.parent / "clip_00007.mp4").write_bytes(b"")
+    assert next_output(tmp_path, "news/evening/clip").filename == "clip_00008.mp4"
+    assert next_output(tmp_path, "./clip").subfolder == ""
