@@ -12,6 +12,8 @@ CropRecord = io.Custom(PREFIX + "CROP_RECORD")
 
 # SAM3: a loaded text-prompted video segmenter.
 Sam3Model = io.Custom(PREFIX + "SAM3_MODEL")
+# ComfyUI core's own SAM3 track data (comfy_extras/nodes_sam3.py, newer cores): not ours, so no prefix.
+CoreSam3TrackData = io.Custom("SAM3_TRACK_DATA")
 
 # OmniVoice: the loaded TTS model, a reusable voice-clone prompt, and text split into clauses for batching.
 OmniVoiceModel = io.Custom(PREFIX + "OMNIVOICE_MODEL")

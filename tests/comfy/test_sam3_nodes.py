@@ -1,0 +1,123 @@
+"""SAM3 nodes through the real ComfyUI server, offline, with the tiny random SAM3 video model.
+
+loader -> video mask (two prompt lines) -> masks saved as images; progress per frame on the websocket; bad inputs
+fail with the input named; the adapter for core's track data is registered with core's type.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from tests.fixtures.tiny_sam3 import install_tiny_sam3
+
+FRAMES = 6
+MASK_NODES = ("BroadcastSam3VideoMask", "BroadcastSam3TrackToMasks")
+
+
+@pytest.fixture(scope="module")
+def tiny(comfy):
+    install_tiny_sam3(comfy.models_dir)
+    rng = np.random.default_rng(0)
+    Image.fromarray(rng.integers(0, 255, (40, 64, 3), dtype=np.uint8)).save(comfy.input_dir / "sam3_frame.png")
+    return comfy
+
+
+def _graph(prompts="dress\nhands", model_name="sam3", prefix="sam3_test/union"):
+    graph = {
+        "1": {"class_type": "BroadcastSam3Loader", "inputs": {"model_name": model_name, "dtype": "auto"}},
+        "2": {"class_type": "LoadImage", "inputs": {"image": "sam3_frame.png"}},
+        "3": {"class_type": "RepeatImageBatch", "inputs": {"image": ["2", 0], "amount": FRAMES}},
+        "4": {"class_type": "BroadcastSam3VideoMask",
+              "inputs": {"sam3_model": ["1", 0], "images": ["3", 0], "prompts": prompts,
+                         "detection_threshold": 0.0, "detect_interval": 4, "max_objects": 4,
+                         "mask_threshold": 0.5, "output_mode": "per prompt", "keep_loaded": False}},
+    }
+    for slot, name in enumerate(("union", "mask_1", "mask_2", "mask_3")):
+        graph[f"{10 + slot}"] = {"class_type": "MaskToImage", "inputs": {"mask": ["4", slot]}}
+        graph[f"{20 + slot}"] = {"class_type": "SaveImage",
+                                 "inputs": {"images": [f"{10 + slot}", 0], "filename_prefix": f"sam3_test/{name}"}}
+    return graph
+
+
+def _saved(comfy, history, node_id):
+    frames = []
+    for entry in history["outputs"][node_id]["images"]:
+        path = comfy.output_dir / entry["subfolder"] / entry["filename"]
+        frames.append(np.asarray(Image.open(path).convert("L")))
+    return np.stack(frames)
+
+
+def test_nodes_listed_with_types_and_tooltips(tiny):
+    info = tiny.object_info()
+    for node in ("BroadcastSam3Loader",) + MASK_NODES:
+        assert node in info, f"{node} is not registered"
+        for name, spec in info[node]["input"]["required"].items():
+            assert spec[1].get("tooltip"), f"{node}.{name} has no tooltip"
+        assert info[node]["category"] == "Broadcast/sam3"
+    loader = info["BroadcastSam3Loader"]
+    assert "sam3" in loader["input"]["required"]["model_name"][1]["options"]
+    assert loader["output"] == ["BROADCAST_SAM3_MODEL"]
+    for node in MASK_NODES:
+        assert info[node]["output"] == ["MASK"] * 5
+        assert info[node]["output_name"] == ["union", "mask_1", "mask_2", "mask_3", "mask_4"]
+    mask = info["BroadcastSam3VideoMask"]["input"]["required"]
+    assert mask["sam3_model"][0] == "BROADCAST_SAM3_MODEL" and mask["images"][0] == "IMAGE"
+    assert mask["detect_interval"][1]["default"] == 4
+    assert info["BroadcastSam3TrackToMasks"]["input"]["required"]["track_data"][0] == "SAM3_TRACK_DATA"
+
+
+def test_video_mask_outputs_and_progress(tiny):
+    import websocket
+
+    ws = websocket.create_connection(tiny.url.replace("http", "ws", 1) + f"/ws?clientId={tiny.client_id}",
+                                     timeout=300)
+    try:
+        prompt_id = tiny.queue(_graph())
+        progress, done = [], False
+        while not done:
+            message = ws.recv()
+            if not isinstance(message, str):
+                continue
+            event = json.loads(message)
+            data = event.get("data", {})
+            if data.get("prompt_id") != prompt_id:
+                continue
+            if event["type"] == "progress" and data.get("node") == "4":
+                progress.append((data["value"], data["max"]))
+            if event["type"] in ("execution_success", "execution_error", "execution_interrupted"):
+                done = True
+            if event["type"] == "executing" and data.get("node") is None:
+                done = True
+    finally:
+        ws.close()
+    history = tiny.finish(prompt_id)
+    assert progress and progress[-1] == (FRAMES, FRAMES)
+    assert {v for v, _ in progress} >= set(range(1, FRAMES + 1))   # one step per frame
+
+    union, first, second, third = (_saved(tiny, history, n) for n in ("20", "21", "22", "23"))
+    for mask in (union, first, second, third):
+        assert mask.shape == (FRAMES, 40, 64)
+        assert set(np.unique(mask)) <= {0, 255}                     # binary masks
+    assert union[0].any()                                           # open thresholds: something is found
+    assert (np.maximum(first, second) == union).all()               # union of the two prompt lines
+    assert not third.any()                                          # unused line: all zero
+
+
+def test_empty_prompt_names_the_input(tiny):
+    error = tiny.run_error(_graph(prompts="\n  \n"))
+    assert error["node_type"] == "BroadcastSam3VideoMask"
+    assert "prompts: expected at least one text prompt" in error["exception_message"]
+
+
+def test_incomplete_model_folder_names_the_missing_files(tiny):
+    broken = tiny.models_dir / "sam3" / "broken"
+    broken.mkdir(parents=True, exist_ok=True)
+    shutil.copy(tiny.models_dir / "sam3" / "sam3" / "config.json", broken / "config.json")
+    error = tiny.run_error(_graph(model_name="broken"))
+    assert error["node_type"] == "BroadcastSam3Loader"
+    message = error["exception_message"]
+    assert "broken" in message and "model.safetensors" in message and "tokenizer.json" in message
