@@ -50,7 +50,7 @@ class HaarDetector:
 
     name = "haar"
 
-    def __init__(self, min_neighbors: int = 5):
+    def __init__(self, min_neighbors: int = 4):
         import cv2
 
         path = getattr(getattr(cv2, "data", None), "haarcascades", "") + "haarcascade_frontalface_default.xml"
