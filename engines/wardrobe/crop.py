@@ -98,7 +98,7 @@ def plan_crop(masks: torch.Tensor, padding: int = 32, multiple: int = 32, mode: 
     if not present:
         raise InputError("mask", "a garment mask with at least one pixel in at least one frame",
                          f"{Fn} empty mask frames", "Check the segmenter prompt, or the mask cache entry.")
-    # Empty frames borrow the nearest non-empty frame's box (the garment is hidden, not gone).
+    # Empty frames borrow the previous non-empty frame's box (leading ones the next): the garment is hidden, not gone.
     filled, last = [], None
     for b in boxes:
         last = b if b is not None else last

@@ -146,8 +146,9 @@ def _grow_disk_frame(mask: np.ndarray, px: int) -> np.ndarray:
 def grow(masks: torch.Tensor, px: int, tapered: bool = True, progress: Optional[Progress] = None) -> torch.Tensor:
     """Grow (px > 0) or shrink (px < 0) masks.
 
-    tapered=True: round corners (Euclidean disk) on the mask thresholded at 0.5, soft values inside kept;
-    tapered=False: square corners (box counts), same thresholding and soft-value rule.
+    Both work on ``mask > 0.5``: growth sets the grown region to 1 (soft values elsewhere are kept); shrinking keeps
+    the soft values inside the shrunk region and zeroes the rest.
+    tapered=True: round corners (Euclidean disk); tapered=False: square corners (box counts).
     """
     progress = ensure(progress)
     px = int(px)

@@ -1,0 +1,38 @@
+"""Mask sequence cache: lossless, keyed by frames + prompt + params, corrupt entries are misses."""
+import torch
+
+from engines.common.cache import ContentCache
+from engines.wardrobe import maskcache as MC
+
+
+def test_round_trip_is_lossless(tmp_path):
+    cache = ContentCache(tmp_path)
+    frames = torch.rand(3, 20, 30, 3)
+    binary = (torch.rand(3, 20, 30) > 0.5).float()
+    soft = torch.rand(3, 20, 30)
+    key = MC.mask_key(frames, "dress\nhands", "sam3 t=0.25")
+    assert not MC.has_masks(cache, key) and MC.load_masks(cache, key) is None
+    MC.store_masks(cache, key, [binary, soft])
+    loaded = MC.load_masks(cache, key)
+    assert torch.equal(loaded[0], binary) and torch.equal(loaded[1], soft)
+    entry = cache.load(MC.NAMESPACE, key, MC.VERSION)
+    assert "0.bits" in entry.tensors and entry.tensors["0.bits"].numel() == 3 * 20 * 30 // 8  # 1 bit per pixel
+
+
+def test_key_depends_on_content_prompt_and_params():
+    frames = torch.rand(2, 8, 8, 3)
+    k = MC.mask_key(frames, "dress", "a")
+    assert k == MC.mask_key(frames.clone(), "dress", "a")
+    assert k != MC.mask_key(frames, "dress", "b") and k != MC.mask_key(frames, "coat", "a")
+    other = frames.clone()
+    other[1, 3, 3, 0] += 0.01
+    assert k != MC.mask_key(other, "dress", "a")
+
+
+def test_corrupt_entry_is_a_miss(tmp_path):
+    cache = ContentCache(tmp_path)
+    key = MC.mask_key(torch.rand(1, 4, 4, 3), "p", "")
+    MC.store_masks(cache, key, [torch.ones(1, 4, 4), None])
+    (cache.entry_path(MC.NAMESPACE, key) / "tensors.safetensors").write_bytes(b"garbage")
+    assert not MC.has_masks(cache, key)
+    assert MC.load_masks(cache, key) is None
