@@ -23,9 +23,11 @@ def rising_zero_crossing(x: np.ndarray, target: int, radius: int) -> int:
     if hi - lo < 1:
         return int(np.clip(target, 0, max(x.size - 1, 0)))
     seg = x[lo:hi + 1]
-    hits = np.flatnonzero((seg[:-1] <= 0) & (seg[1:] > 0)) + lo + 1
-    if hits.size == 0:
+    below = np.flatnonzero((seg[:-1] <= 0) & (seg[1:] > 0))
+    if below.size == 0:
         return target
+    # Of the two samples around each crossing, the one closer to zero.
+    hits = below + lo + (np.abs(seg[below + 1]) < np.abs(seg[below]))
     return int(hits[np.argmin(np.abs(hits - target))])
 
 

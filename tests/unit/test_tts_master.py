@@ -1,0 +1,144 @@
+"""Each mastering stage against a synthetic signal with a known answer (engines/omnivoice/master.py)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from engines.common.errors import InputError
+from engines.omnivoice import dsp, master as M
+
+SR = 24000
+OFF = dict(lowpass=False, deess=False, terminal_s=False, loudness=False, limit=False)
+
+
+def tone(freq, amp, seconds=1.0, sr=SR, phase=0.0):
+    t = np.arange(int(seconds * sr)) / sr
+    return amp * np.sin(2 * np.pi * freq * t + phase)
+
+
+def level_db(x):
+    return float(dsp.to_db(np.sqrt(np.mean(np.square(x)))))
+
+
+def band_noise(seconds, lo, hi, rms, seed=0):
+    rng = np.random.default_rng(seed)
+    noise = dsp.zero_phase(dsp.butter_sos(6, (lo, hi), SR, "bandpass"), rng.standard_normal(int(seconds * SR)))
+    return noise * rms / np.sqrt(np.mean(noise ** 2))
+
+
+def test_lowpass_matches_the_butterworth_response():
+    from scipy import signal
+
+    sos = signal.butter(4, 9600.0, fs=SR, output="sos")
+    for freq, at_least in ((1000.0, -0.01), (9600.0, -6.1), (10500.0, -40.0)):
+        _, h = signal.sosfreqz(sos, worN=[freq], fs=SR)
+        expected = 2 * 20 * np.log10(np.abs(h[0]))  # 4th order, run forward and backward: the response squared
+        assert expected >= at_least
+        y = M.lowpass(tone(freq, 0.5)[None], SR, 9600.0)[0]
+        mid = slice(SR // 4, 3 * SR // 4)
+        assert level_db(y[mid]) - level_db(tone(freq, 0.5)[mid]) == pytest.approx(expected, abs=0.1)
+
+
+def test_deesser_cuts_a_loud_sibilant_by_the_cap_and_a_mild_one_by_the_formula():
+    mid = slice(SR // 4, 3 * SR // 4)
+    loud = tone(6500.0, 0.5)
+    y, cut = M.deess(loud[None], SR)
+    assert cut == pytest.approx(7.0)
+    assert level_db(y[0, mid]) - level_db(loud[mid]) == pytest.approx(-7.0, abs=0.15)
+
+    mild = tone(6500.0, 0.08)
+    band_gain = np.sqrt(np.mean(dsp.zero_phase(dsp.butter_sos(2, (4800, 8200), SR, "bandpass"), mild)[mid] ** 2))
+    expected = 0.5 * 20 * np.log10(band_gain / 0.045)  # band RMS over threshold, half the ratio in dB
+    y, _ = M.deess(mild[None], SR)
+    assert 0.5 < expected < 7
+    assert level_db(y[0, mid]) - level_db(mild[mid]) == pytest.approx(-expected, abs=0.15)
+
+    speech_band = tone(1000.0, 0.5)
+    y, cut = M.deess(speech_band[None], SR)
+    assert cut == 0.0 and np.allclose(y[0], speech_band)
+
+
+def _word_then_s(follow_with_voice: bool):
+    voiced = sum(tone(200.0 * k, 0.15 / k, 0.3) for k in range(1, 6))
+    sib = band_noise(0.2, 5000, 8000, 0.08)
+    after = sum(tone(200.0 * k, 0.15 / k, 0.3) for k in range(1, 6)) if follow_with_voice else \
+        band_noise(0.3, 5000, 8000, 0.008, seed=1)  # the /s/ ringing on into the pause: the overhang
+    return np.concatenate([voiced, sib, after]), len(voiced)
+
+
+def test_terminal_s_is_capped_and_its_overhang_silenced():
+    x, s0 = _word_then_s(follow_with_voice=False)
+    ms = SR // 1000
+    y, tamed = M.terminal_s(x[None], SR)
+    assert tamed == 1
+    head = slice(s0 + 5 * ms, s0 + 55 * ms)  # the first 65 ms of the /s/ are left as they are
+    assert level_db(y[0, head]) == pytest.approx(level_db(x[head]), abs=0.1)
+    tail = slice(s0 + 100 * ms, s0 + 270 * ms)  # after the 25 ms fade: x 0.03 (-30.5 dB) to 80 ms past the /s/
+    assert level_db(y[0, tail]) - level_db(x[tail]) == pytest.approx(20 * np.log10(0.03), abs=0.5)
+    assert np.allclose(y[0, : s0 - 40 * ms], x[: s0 - 40 * ms])  # the word before is untouched
+
+
+def test_terminal_s_leaves_a_word_internal_s_alone():
+    x, _ = _word_then_s(follow_with_voice=True)
+    y, tamed = M.terminal_s(x[None], SR)
+    assert tamed == 0 and np.array_equal(y[0], x)
+
+
+def test_loudness_lands_on_the_target():
+    x = tone(1000.0, 0.05, 3.0)
+    y, report = M.master(x, SR, M.MasterSettings(**{**OFF, "loudness": True, "target_lufs": -14.0}))
+    assert report.output_lufs == pytest.approx(-14.0, abs=0.05)
+    assert M.measure_lufs(y[None].astype(np.float64), SR) == pytest.approx(-14.0, abs=0.05)
+    y, report = M.master(x, SR, M.MasterSettings(**{**OFF, "loudness": True, "target_lufs": -23.0}))
+    assert report.output_lufs == pytest.approx(-23.0, abs=0.05)
+
+
+def test_limiter_keeps_sample_and_true_peaks_under_the_ceiling():
+    # A quarter-rate sine at 45 degrees: every sample sits at 0.707 of the true peak between them.
+    x = tone(SR / 4, 0.95, 1.0, phase=np.pi / 4) * np.hanning(SR)
+    assert dsp.true_peak(x[None]) > np.abs(x).max() * 1.3
+    y = M.limit_true_peak(x[None], SR, -1.0)[0]
+    ceiling = 10 ** (-1 / 20)
+    assert np.abs(y).max() <= ceiling and dsp.true_peak(y[None]) <= ceiling * (1 + 1e-6)
+    # Full chain pushed far above the ceiling by the loudness target.
+    speechy = band_noise(2.0, 100, 4000, 0.1) * (1 + np.sin(2 * np.pi * 3 * np.arange(2 * SR) / SR))
+    y, report = M.master(speechy, SR, M.MasterSettings(target_lufs=-6.0))
+    assert report.stages == ["lowpass", "deess", "terminal_s", "loudness", "limit"]
+    assert np.abs(y).max() <= ceiling and dsp.true_peak(y[None].astype(np.float64)) <= ceiling * (1 + 1e-4)
+    quiet = tone(1000.0, 0.1)
+    assert np.array_equal(M.limit_true_peak(quiet[None], SR, -1.0)[0], quiet)  # under the ceiling: untouched
+
+
+def test_every_stage_off_is_the_identity():
+    x = band_noise(1.0, 100, 9000, 0.1)
+    y, report = M.master(x, SR, M.MasterSettings(**OFF))
+    assert report.stages == [] and np.array_equal(y, x.astype(np.float32))
+
+
+@pytest.mark.parametrize("bad, message", [
+    (np.where(np.arange(SR) == 100, np.nan, tone(440.0, 0.1)), "NaN"),
+    (np.clip(tone(440.0, 2.0), -1.0, 1.0), "clipped"),
+])
+def test_nan_and_clipped_audio_are_refused(bad, message):
+    with pytest.raises(InputError, match=message):
+        M.master(bad, SR)
+
+
+def test_silent_or_too_short_audio_cannot_be_loudness_normalised():
+    with pytest.raises(InputError, match="silence"):
+        M.master(np.zeros(SR), SR)
+    with pytest.raises(InputError, match="at least 0.4 s"):
+        M.master(tone(440.0, 0.1, 0.2), SR)
+    y, _ = M.master(tone(440.0, 0.1, 0.2), SR, M.MasterSettings(loudness=False))  # fine without that stage
+    assert y.shape == (int(0.2 * SR),)
+
+
+def test_channels_share_one_limiter_gain():
+    left, right = tone(1000.0, 0.3, 1.0), tone(1000.0, 0.9, 1.0)
+    y, _ = M.master(np.stack([left, right]), SR, M.MasterSettings(**{**OFF, "limit": True}))
+    assert y.shape == (2, SR)
+    ratio = y[0, SR // 2 - 100:SR // 2 + 100] / np.where(left[SR // 2 - 100:SR // 2 + 100] == 0, 1,
+                                                         left[SR // 2 - 100:SR // 2 + 100])
+    ratio_r = y[1, SR // 2 - 100:SR // 2 + 100] / np.where(right[SR // 2 - 100:SR // 2 + 100] == 0, 1,
+                                                           right[SR // 2 - 100:SR // 2 + 100])
+    assert np.allclose(ratio, ratio_r, atol=1e-4)
