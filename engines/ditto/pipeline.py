@@ -49,6 +49,7 @@ class MotionSequence:
     source_index: np.ndarray        # (N,)
     kp_driven: np.ndarray           # (N, 21, 3), before stitching
     avatar_key: str
+    audio16k: Optional[np.ndarray] = None   # the speech it was made from (silence detection, pass-through)
     fps: float = 25.0
     settings: dict = field(default_factory=dict)
 
@@ -97,21 +98,23 @@ class DittoPipeline:
         return feats
 
     def motion(self, avatar: av.Avatar, features: np.ndarray, settings: mo.MotionSettings,
-               drive: kps.DriveSettings, progress: Optional[Progress] = None) -> MotionSequence:
+               drive: kps.DriveSettings, audio16k: Optional[np.ndarray] = None,
+               progress: Optional[Progress] = None) -> MotionSequence:
         v_clip = self.config.defaults.get("v_min_max_for_clip")
         seq = mo.generate(self.nets.lmdm, features, avatar.info, settings,
                           None if v_clip is None else np.asarray(v_clip, np.float32), self.device, torch.float32,
                           progress)
         blink = self.config.defaults.get("delta_eye_arr")
         src, kp = kps.driven_keypoints(seq, avatar.info, drive, None if blink is None else np.asarray(blink, np.float32))
-        return MotionSequence(seq, src, kp, avatar.key, settings={"steps": settings.steps, "seed": settings.seed,
+        return MotionSequence(seq, src, kp, avatar.key, audio16k, settings={"steps": settings.steps, "seed": settings.seed,
                                                                  "emotion": mo.EMOTIONS[settings.emotion]})
 
-    def render(self, avatar: av.Avatar, motion: MotionSequence, audio16k: Optional[np.ndarray],
-               settings: rd.RenderSettings, progress: Optional[Progress] = None) -> Iterator[tuple[int, torch.Tensor]]:
+    def render(self, avatar: av.Avatar, motion: MotionSequence, settings: rd.RenderSettings,
+               progress: Optional[Progress] = None) -> Iterator[tuple[int, torch.Tensor]]:
         if motion.avatar_key != avatar.key:
             raise InputError("motion", "a motion sequence made for this avatar (same Ditto Avatar node output)",
                              "one made for a different avatar", "Feed the Motion and Render nodes the same avatar.")
+        audio16k = motion.audio16k
         rms = None if audio16k is None else af.frame_rms(audio16k, len(motion.kp_driven))
         return rd.render(self.nets, avatar, motion.source_index, motion.kp_driven, rms, settings, self.device,
                          self.dtype, progress)

@@ -1,0 +1,332 @@
+"""Ditto nodes: Loader, Avatar (registration packet, cached), Audio Features, Motion and Render.
+
+All work is in `engines/ditto/`; these nodes check inputs, resolve the model folder, move the networks through
+ComfyUI's model management (one ModelPatcher over the six networks) and convert types.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from comfy_api.latest import io
+
+from ..engines.common.audio import make_audio, to_mono
+from ..engines.common.errors import InputError
+from ..engines.ditto import audio_features as af
+from ..engines.ditto import avatar as av
+from ..engines.ditto import keypoints as kps
+from ..engines.ditto import motion as mo
+from ..engines.ditto import render as rd
+from ..engines.ditto.pipeline import DittoPipeline
+from . import comfy_bridge, types
+
+log = logging.getLogger("broadcast_avatar.ditto")
+FAMILY = "ditto"
+CATEGORY = f"{comfy_bridge.CATEGORY}/ditto"
+PRECISIONS = ("auto", "fp32", "fp16")
+STEP_PRESETS = ("50", "25", "10", "4", "custom")
+TRI_STATE = ("auto", "on", "off")
+BLINKS = ("off", "random", "fixed")
+LOOP_MODES = ("mirror", "wrap")
+
+
+class DittoHandle:
+    """What flows on a BROADCAST_DITTO_MODEL link: the pipeline and the patcher that moves its networks."""
+
+    def __init__(self, pipeline: DittoPipeline, name: str):
+        import comfy.model_management as mm
+        import comfy.model_patcher
+
+        self.pipeline = pipeline
+        self.name = name
+        self.patcher = comfy.model_patcher.ModelPatcher(pipeline.nets, load_device=mm.get_torch_device(),
+                                                        offload_device=mm.unet_offload_device())
+
+    def ready(self) -> DittoPipeline:
+        """Load the networks onto ComfyUI's compute device (ComfyUI unloads them when it needs the memory)."""
+        import comfy.model_management as mm
+
+        mm.load_models_gpu([self.patcher], force_full_load=True)
+        self.pipeline.device = torch.device(self.patcher.load_device)
+        return self.pipeline
+
+
+@dataclass(frozen=True)
+class AudioFeatures:
+    """What flows on a BROADCAST_DITTO_AUDIO_FEATURES link."""
+
+    features: np.ndarray        # (frames, 1024) at 25 fps
+    audio16k: np.ndarray        # the mono 16 kHz speech they came from
+
+
+def _check(value, options, name):
+    if value is not None and value not in options:
+        return f"{name}: expected one of {', '.join(options)}, got {value!r}."
+    return None
+
+
+class BroadcastDittoLoader(io.ComfyNode):
+    """Loads Ditto's networks, HuBERT and face models from a folder in models/ditto (upstream layout)."""
+
+    @classmethod
+    def define_schema(cls) -> io.Schema:
+        return io.Schema(
+            node_id="BroadcastDittoLoader",
+            display_name="Broadcast Ditto Loader",
+            category=CATEGORY,
+            description="Load Ditto (PyTorch release) from a folder in models/ditto laid out as upstream's "
+                        "checkpoints/: ditto_cfg/*.pkl, ditto_pytorch/models/*.pth, ditto_pytorch/aux_models/*.onnx.",
+            inputs=[
+                io.Combo.Input("model_name", options=comfy_bridge.model_names(FAMILY),
+                               tooltip="A folder in models/ditto holding ditto_cfg/v0.4_hubert_cfg_pytorch.pkl, "
+                                       "ditto_pytorch/models/ (6 .pth) and ditto_pytorch/aux_models/ (det_10g, "
+                                       "2d106det, landmark203, hubert_streaming_fix_kv .onnx)."),
+                io.Combo.Input("precision", options=list(PRECISIONS), default="auto",
+                               tooltip="auto: fp16 autocast for the renderer on a CUDA GPU, fp32 on the CPU. fp16 "
+                                       "is refused on the CPU. The motion model always runs in fp32."),
+            ],
+            outputs=[types.DittoModel.Output("ditto_model", display_name="ditto_model")],
+        )
+
+    @classmethod
+    def validate_inputs(cls, precision=None):
+        return _check(precision, PRECISIONS, "precision") or True
+
+    @classmethod
+    def execute(cls, model_name, precision) -> io.NodeOutput:
+        folder = comfy_bridge.model_dir(FAMILY, model_name)
+        device = comfy_bridge.torch_device()
+        if precision == "auto":
+            precision = "fp16" if device.type == "cuda" else "fp32"
+        pipeline = DittoPipeline(folder, device=device, precision=precision)
+        log.info("Broadcast Ditto: loaded %s (%s)", model_name, precision)
+        return io.NodeOutput(DittoHandle(pipeline, model_name))
+
+
+class BroadcastDittoAvatar(io.ComfyNode):
+    """Registers a portrait or an action loop once; later runs load the packet from the cache."""
+
+    @classmethod
+    def define_schema(cls) -> io.Schema:
+        return io.Schema(
+            node_id="BroadcastDittoAvatar",
+            display_name="Broadcast Ditto Avatar",
+            category=CATEGORY,
+            description="Face landmarks, 512 crop, source motion, appearance features and eye measures for every "
+                        "frame, saved as a packet keyed by the frames' content; a second run never re-registers.",
+            inputs=[
+                types.DittoModel.Input("ditto_model", tooltip="From Broadcast Ditto Loader."),
+                io.Image.Input("images", tooltip="A portrait (1 frame) or an action loop (frames played in a loop "
+                                                  "behind the talking face). Frames without a face are interpolated."),
+                io.Float.Input("crop_scale", default=2.3, min=1.5, max=4.0, step=0.05,
+                               tooltip="Crop side as a multiple of the face's landmark extent (upstream 2.3)."),
+                io.Float.Input("crop_vy_ratio", default=-0.125, min=-0.5, max=0.5, step=0.005,
+                               tooltip="Vertical shift of the crop centre along the face axis, in crop sizes; "
+                                       "negative moves up to include more forehead (upstream -0.125)."),
+                io.Int.Input("loop_smoothing", default=13, min=1, max=61, step=2,
+                             tooltip="Frames of the mean filter over a loop's head motion (upstream 13; 1 = off). "
+                                     "Ignored for a single portrait."),
+                io.Int.Input("batch_size", default=4, min=1, max=64,
+                             tooltip="Frames through the extractors at once."),
+            ],
+            outputs=[types.DittoAvatar.Output("avatar", display_name="avatar")],
+        )
+
+    @classmethod
+    def execute(cls, ditto_model, images, crop_scale, crop_vy_ratio, loop_smoothing, batch_size) -> io.NodeOutput:
+        if not isinstance(images, torch.Tensor) or images.dim() != 4 or images.shape[0] < 1 or images.shape[-1] < 3:
+            raise InputError("images", "an IMAGE batch [frames, height, width, 3]",
+                             f"{getattr(images, 'shape', type(images).__name__)}")
+        pipeline = ditto_model.ready()
+        settings = av.AvatarSettings(crop_scale=float(crop_scale), crop_vy_ratio=float(crop_vy_ratio),
+                                     smooth_k=int(loop_smoothing), batch_size=int(batch_size))
+        avatar, hit = pipeline.prepare_avatar(images, settings, comfy_bridge.cache(),
+                                              comfy_bridge.progress(2 * images.shape[0]))
+        log.info("Broadcast Ditto: avatar %s (%d frames) %s", avatar.key[:12], avatar.num_frames,
+                 "loaded from its packet" if hit else "registered")
+        return io.NodeOutput(avatar)
+
+
+class BroadcastDittoAudioFeatures(io.ComfyNode):
+    """HuBERT features for speech, one per 25 fps frame (cached by content)."""
+
+    @classmethod
+    def define_schema(cls) -> io.Schema:
+        return io.Schema(
+            node_id="BroadcastDittoAudioFeatures",
+            display_name="Broadcast Ditto Audio Features",
+            category=CATEGORY,
+            description="Speech -> 16 kHz mono -> streaming HuBERT (ONNX) windows -> one 1024-d feature per video "
+                        "frame at 25 fps. Any sample rate is resampled.",
+            inputs=[
+                types.DittoModel.Input("ditto_model", tooltip="From Broadcast Ditto Loader."),
+                io.Audio.Input("audio", tooltip="The speech to lip-sync (first batch item; channels are averaged)."),
+            ],
+            outputs=[types.DittoAudioFeatures.Output("audio_features", display_name="audio_features")],
+        )
+
+    @classmethod
+    def execute(cls, ditto_model, audio) -> io.NodeOutput:
+        mono, _ = to_mono(audio, af.SAMPLE_RATE, "audio")
+        af.check_length(mono, "audio")
+        pipeline = ditto_model.ready()
+        feats = pipeline.audio_features(mono, comfy_bridge.cache(), comfy_bridge.progress(1))
+        return io.NodeOutput(AudioFeatures(feats, mono))
+
+
+class BroadcastDittoMotion(io.ComfyNode):
+    """Head, lip, eye and brow motion for the whole clip from the motion diffusion model."""
+
+    @classmethod
+    def define_schema(cls) -> io.Schema:
+        return io.Schema(
+            node_id="BroadcastDittoMotion",
+            display_name="Broadcast Ditto Motion",
+            category=CATEGORY,
+            description="LMDM motion diffusion over overlapping windows (DDIM, eta 1, classifier-free guidance), "
+                        "conditioned on the audio features, an emotion, the avatar's eyes and keypoints.",
+            inputs=[
+                types.DittoModel.Input("ditto_model", tooltip="From Broadcast Ditto Loader."),
+                types.DittoAvatar.Input("avatar", tooltip="From Broadcast Ditto Avatar."),
+                types.DittoAudioFeatures.Input("audio_features", tooltip="From Broadcast Ditto Audio Features."),
+                io.Combo.Input("steps_preset", options=list(STEP_PRESETS), default="50",
+                               tooltip="DDIM steps per window: 50 is upstream's default; 25 is close to it; 10 and 4 "
+                                       "are faster with stiffer lips. 'custom' uses custom_steps."),
+                io.Int.Input("custom_steps", default=50, min=1, max=1000,
+                             tooltip="Steps when steps_preset is 'custom'."),
+                io.Int.Input("seed", default=0, min=0, max=2 ** 63 - 1,
+                             tooltip="Fixes every noise of the run (all windows): same inputs and seed, same motion."),
+                io.Combo.Input("emotion", options=list(mo.EMOTIONS), default="neutral",
+                               tooltip="Emotion condition (upstream's 8 labels; neutral is the default)."),
+                io.Combo.Input("drive_eyes", options=list(TRI_STATE), default="auto",
+                               tooltip="Let the audio drive the eyes (with gaze kept on camera). auto: on for a "
+                                       "portrait, off for a loop (the loop's own eyes play)."),
+                io.Combo.Input("blinks", options=list(BLINKS), default="off",
+                               tooltip="Add the config's blink template: random gaps of 60-100 frames, or fixed gaps "
+                                       "of blink_gap frames (needs delta_eye_arr in the config; eyes driven)."),
+                io.Int.Input("blink_gap", default=80, min=1, max=1000, tooltip="Frames between blinks when fixed."),
+                io.Float.Input("delta_pitch", default=0.0, min=-30.0, max=30.0, step=0.5,
+                               tooltip="Head pitch offset in degrees (positive nods down)."),
+                io.Float.Input("delta_yaw", default=0.0, min=-30.0, max=30.0, step=0.5,
+                               tooltip="Head yaw offset in degrees."),
+                io.Float.Input("delta_roll", default=0.0, min=-30.0, max=30.0, step=0.5,
+                               tooltip="Head roll offset in degrees."),
+                io.Int.Input("pose_smoothing", default=0, min=0, max=51,
+                             tooltip="Savitzky-Golay window (frames) on head pose and translation only; 0 = off "
+                                     "(upstream's own mean smoothing always runs)."),
+                io.Combo.Input("loop_mode", options=list(LOOP_MODES), default="mirror",
+                               tooltip="How video time walks a loop avatar: mirror (forward then backward, "
+                                       "upstream) or wrap (restart at the first frame)."),
+            ],
+            outputs=[types.DittoMotion.Output("motion", display_name="motion")],
+        )
+
+    @classmethod
+    def validate_inputs(cls, steps_preset=None, emotion=None, drive_eyes=None, blinks=None, loop_mode=None):
+        for value, options, name in ((steps_preset, STEP_PRESETS, "steps_preset"), (emotion, mo.EMOTIONS, "emotion"),
+                                     (drive_eyes, TRI_STATE, "drive_eyes"), (blinks, BLINKS, "blinks"),
+                                     (loop_mode, LOOP_MODES, "loop_mode")):
+            msg = _check(value, options, name)
+            if msg:
+                return msg
+        return True
+
+    @classmethod
+    def execute(cls, ditto_model, avatar, audio_features, steps_preset, custom_steps, seed, emotion, drive_eyes,
+                blinks, blink_gap, delta_pitch, delta_yaw, delta_roll, pose_smoothing, loop_mode) -> io.NodeOutput:
+        pipeline = ditto_model.ready()
+        steps = int(custom_steps) if steps_preset == "custom" else int(steps_preset)
+        defaults = pipeline.config.defaults
+        settings = mo.MotionSettings(
+            steps=steps, seed=int(seed), emotion=mo.EMOTIONS.index(emotion), overlap=int(defaults["overlap_v2"]),
+            smooth_k=int(defaults["smo_k_d"]), fix_kp_cond=int(defaults.get("fix_kp_cond") or 0),
+            fix_kp_cond_dims=tuple(defaults["fix_kp_cond_dim"]) if defaults.get("fix_kp_cond_dim") else None,
+            savgol_window=int(pose_smoothing))
+        drive = kps.DriveSettings(
+            drive_eyes=None if drive_eyes == "auto" else drive_eyes == "on", delta_pitch=float(delta_pitch),
+            delta_yaw=float(delta_yaw), delta_roll=float(delta_roll),
+            blink_open_frames={"off": -1, "random": 0, "fixed": int(blink_gap)}[blinks], loop_mode=loop_mode,
+            seed=int(seed))
+        seq = pipeline.motion(avatar, audio_features.features, settings, drive, audio_features.audio16k,
+                              comfy_bridge.progress(1))
+        return io.NodeOutput(seq)
+
+
+class BroadcastDittoRender(io.ComfyNode):
+    """Stitch, warp, decode and put the face back into every frame (or stream the frames to an MP4)."""
+
+    @classmethod
+    def define_schema(cls) -> io.Schema:
+        return io.Schema(
+            node_id="BroadcastDittoRender",
+            display_name="Broadcast Ditto Render",
+            category=CATEGORY,
+            description="Render the talking head at full frame size: batched warp + SPADE decode, putback with the "
+                        "crop's affine, optional cadence infill and silence bypass; or stream straight to an MP4.",
+            is_output_node=False,
+            inputs=[
+                types.DittoModel.Input("ditto_model", tooltip="From Broadcast Ditto Loader."),
+                types.DittoAvatar.Input("avatar", tooltip="The avatar the motion was made for."),
+                types.DittoMotion.Input("motion", tooltip="From Broadcast Ditto Motion."),
+                io.Audio.Input("audio", optional=True,
+                               tooltip="Passed through to the audio output (and muxed when streaming). Without it "
+                                       "the 16 kHz speech the features came from is used."),
+                io.Int.Input("batch_size", default=4, min=1, max=64, tooltip="Frames through the renderer at once."),
+                io.Int.Input("cadence_stride", default=1, min=1, max=3,
+                             tooltip="Render every n-th frame and SLERP-fill the rest: 1 = every frame, 2 = about "
+                                     "twice as fast (highest recommended), 3 may miss blinks."),
+                io.Boolean.Input("silence_bypass", default=True,
+                                 tooltip="Show the avatar frame itself where the speech is silent (RMS below the "
+                                         "threshold over the frame's 40 ms), easing in and out."),
+                io.Float.Input("silence_threshold", default=0.008, min=0.0, max=0.5, step=0.001,
+                               tooltip="RMS (full scale 1.0) below which a frame counts as silent."),
+                io.Int.Input("ease_frames", default=3, min=0, max=25,
+                             tooltip="Frames of Hermite easing into and out of a silent stretch."),
+                io.Boolean.Input("stream_to_file", default=False,
+                                 tooltip="Encode frames to an MP4 in the output folder as they are rendered, so a long "
+                                         "clip never exists whole in memory; the images output is then the last "
+                                         "frame only."),
+                io.String.Input("filename_prefix", default="broadcast/ditto",
+                                tooltip="Output name inside ComfyUI's output folder when streaming."),
+            ],
+            outputs=[io.Image.Output("images", display_name="images"),
+                     io.Audio.Output("audio_out", display_name="audio"),
+                     io.String.Output("path", display_name="path")],
+        )
+
+    @classmethod
+    def execute(cls, ditto_model, avatar, motion, batch_size, cadence_stride, silence_bypass, silence_threshold,
+                ease_frames, stream_to_file, filename_prefix, audio=None) -> io.NodeOutput:
+        if audio is None:
+            if motion.audio16k is None:
+                raise InputError("audio", "speech (connect it, or make the motion from audio features)", "none")
+            audio = make_audio(motion.audio16k, af.SAMPLE_RATE)
+        pipeline = ditto_model.ready()
+        settings = rd.RenderSettings(batch_size=int(batch_size), stride=int(cadence_stride),
+                                     silence_bypass=bool(silence_bypass), silence_threshold=float(silence_threshold),
+                                     ease_frames=int(ease_frames))
+        n = len(motion.kp_driven)
+        w, h = avatar.size
+        progress = comfy_bridge.progress(n)
+        chunks = pipeline.render(avatar, motion, settings, progress)
+        if not stream_to_file:
+            images = torch.empty((n, h, w, 3), dtype=torch.float32)
+            for start, frames in chunks:
+                images[start:start + len(frames)] = frames
+            return io.NodeOutput(images, audio, "")
+        from ..engines.export import AudioTrack, VideoWriter, next_output
+
+        target = next_output(comfy_bridge.output_dir(), filename_prefix)
+        last = None
+        with VideoWriter(target.path, motion.fps, audio=AudioTrack.from_comfy(audio)) as writer:
+            for _, frames in chunks:
+                writer.write(frames)
+                last = frames[-1:]
+        log.info("Broadcast Ditto: %s", writer.result.summary())
+        return io.NodeOutput(last, audio, str(target.path))
+
+
+NODES = [BroadcastDittoLoader, BroadcastDittoAvatar, BroadcastDittoAudioFeatures, BroadcastDittoMotion,
+         BroadcastDittoRender]
