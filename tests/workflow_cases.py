@@ -50,9 +50,18 @@ def _demo_export(comfy: Any) -> dict:
     return {}
 
 
+# -- ditto (issue 7) -----------------------------------------------------------------------------------------------
+def _ditto_talking_head(comfy: Any) -> dict:
+    """Tiny random Ditto (upstream layout), a synthetic portrait and 24 kHz speech in the input folder."""
+    from tests.fixtures import tiny_ditto
+
+    return tiny_ditto.prepare_workflow(comfy)
+
+
 CASES: dict[str, WorkflowCase] = {
     "harness_core_preview": WorkflowCase(prepare=_harness_core_preview),
     "demo_export": WorkflowCase(prepare=_demo_export),
+    "ditto_talking_head": WorkflowCase(prepare=_ditto_talking_head),
 }
 
 
