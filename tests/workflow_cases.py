@@ -58,9 +58,32 @@ def _ditto_talking_head(comfy: Any) -> dict:
     return tiny_ditto.prepare_workflow(comfy)
 
 
+# -- wardrobe (issue 3) ---------------------------------------------------------------------------------------------
+WARDROBE_CHECK_FRAMES = 24
+
+
+def _wardrobe_mask_check(comfy: Any) -> dict:
+    """The sample clip plus a lossless mask video (red garment, green hands) at its size: no weights needed."""
+    from engines.export import sample
+    from tests.fixtures.wardrobe_clip import write_mask_video
+
+    clip = comfy.input_dir / sample.SAMPLE_NAME
+    if not clip.exists():
+        sample.make_sample_clip(clip)
+    masks = comfy.input_dir / "wardrobe_check_masks.mp4"
+    if not masks.exists():
+        write_mask_video(masks, WARDROBE_CHECK_FRAMES, 448, 256)
+    return {"Load Clip.video": sample.SAMPLE_NAME, "Load Clip.frame_cap": WARDROBE_CHECK_FRAMES,
+            "Load Mask Video.video": masks.name, "Load Mask Video.frame_cap": WARDROBE_CHECK_FRAMES}
+
+
 CASES: dict[str, WorkflowCase] = {
     "harness_core_preview": WorkflowCase(prepare=_harness_core_preview),
     "demo_export": WorkflowCase(prepare=_demo_export),
+    "wardrobe_mask_check": WorkflowCase(prepare=_wardrobe_mask_check),
+    # Core's MiniMax H3 nodes are newer than the test ComfyUI (0.3.75): only loaded, exactly these are missing.
+    "wardrobe_minimax_h3": WorkflowCase(runs_on_test_comfy=False,
+                                        expected_missing=("MiniMaxH3ReferenceToVideo", "MiniMaxH3SigmaShift")),
     "ditto_talking_head": WorkflowCase(prepare=_ditto_talking_head),
 }
 

@@ -1,0 +1,104 @@
+"""Wardrobe nodes through the real ComfyUI: the weight-free mask-check workflow, the cache's lazy hit, errors."""
+from __future__ import annotations
+
+import uuid
+
+import av
+import pytest
+
+from scripts.workflow_api import apply_overrides, load_workflow
+from tests.workflow_cases import REPO_ROOT, WARDROBE_CHECK_FRAMES, case_for
+
+
+def _outputs_by_title(prompt, entry, title):
+    node = next(k for k, v in prompt.items() if (v.get("_meta") or {}).get("title") == title)
+    return entry["outputs"].get(node, {})
+
+
+def test_mask_check_workflow_runs_on_the_sample_clip(comfy):
+    prompt, kind = load_workflow(REPO_ROOT / "workflows" / "wardrobe_mask_check.api.json")
+    assert kind == "api"
+    overrides = case_for("wardrobe_mask_check").prepare(comfy)
+    prompt = apply_overrides(prompt, overrides, comfy.object_info())
+    entry = comfy.run(prompt, timeout=600)
+    report = _outputs_by_title(prompt, entry, "Mask Check")["text"][0]
+    assert f"{WARDROBE_CHECK_FRAMES} frames checked" in report
+    assert "No compositor pixel covers a protected pixel." in report
+    assert "sampler px cover protected pixels" in report  # the token grid reaches over the hands: expected
+    videos = [p for p in (comfy.output_dir / "broadcast").glob("wardrobe_mask_check*.mp4")]
+    assert videos, "the overlay video was not exported"
+    with av.open(str(videos[-1])) as container:
+        stream = container.streams.video[0]
+        frames = sum(1 for _ in container.decode(stream))
+        assert (stream.width, stream.height) == (128, 224)  # scale 0.5 of 256x448
+    assert frames == WARDROBE_CHECK_FRAMES
+
+
+def _cache_prompt(masks_source: dict, key_text: str, mode: str = "use cache") -> dict:
+    from engines.export import sample
+
+    prompt = {
+        "1": {"class_type": "BroadcastLoadVideo",
+              "inputs": {"video": sample.SAMPLE_NAME, "frame_cap": 4, "skip_first_frames": 0, "target_fps": 0.0}},
+        "2": {"class_type": "BroadcastMaskSequenceCache",
+              "inputs": {"images": ["1", 0], "prompt": key_text, "params": "test", "masks": ["9", 0],
+                         "mode": mode}},
+        "3": {"class_type": "MaskToImage", "inputs": {"mask": ["2", 0]}},
+        "4": {"class_type": "PreviewImage", "inputs": {"images": ["3", 0]}},
+    }
+    prompt.update(masks_source)
+    return prompt
+
+
+# A mask source that fails whenever it runs: two masks of different sizes combined.
+FAILING_SOURCE = {
+    "7": {"class_type": "SolidMask", "inputs": {"value": 1.0, "width": 64, "height": 64}},
+    "8": {"class_type": "SolidMask", "inputs": {"value": 1.0, "width": 32, "height": 32}},
+    "9": {"class_type": "BroadcastMaskCombine", "inputs": {"mask_a": ["7", 0], "mask_b": ["8", 0],
+                                                           "operation": "subtract"}},
+}
+GOOD_SOURCE = {"9": {"class_type": "ImageToMask", "inputs": {"image": ["1", 0], "channel": "red"}}}
+
+
+def test_cache_hit_never_runs_the_segmenter(comfy):
+    case_for("wardrobe_mask_check").prepare(comfy)  # makes the sample clip
+    key_text = f"lazy-{uuid.uuid4().hex}"
+    # Miss: the failing source runs and fails, naming its input: proves the source is evaluated on a miss.
+    err = comfy.run_error(_cache_prompt(FAILING_SOURCE, key_text))
+    assert "mask_b" in err["exception_message"]
+    # Fill the entry from a good source.
+    comfy.run(_cache_prompt(GOOD_SOURCE, key_text))
+    # Hit: the failing source is wired but never evaluated.
+    entry = comfy.run(_cache_prompt(FAILING_SOURCE, key_text))
+    assert entry["outputs"]["4"]["images"]
+    # refresh forces the source to run again.
+    err = comfy.run_error(_cache_prompt(FAILING_SOURCE, key_text, mode="refresh"))
+    assert "mask_b" in err["exception_message"]
+
+
+def test_uncrop_refuses_a_short_crop_batch(comfy):
+    from engines.export import sample
+
+    case_for("wardrobe_mask_check").prepare(comfy)
+    prompt = {
+        "1": {"class_type": "BroadcastLoadVideo",
+              "inputs": {"video": sample.SAMPLE_NAME, "frame_cap": 4, "skip_first_frames": 0, "target_fps": 0.0}},
+        "2": {"class_type": "SolidMask", "inputs": {"value": 1.0, "width": 64, "height": 64}},
+        "3": {"class_type": "MaskComposite", "inputs": {"destination": ["10", 0], "source": ["2", 0], "x": 96,
+                                                        "y": 200, "operation": "add"}},
+        "10": {"class_type": "SolidMask", "inputs": {"value": 0.0, "width": 256, "height": 448}},
+        "4": {"class_type": "BroadcastSubjectCrop",
+              "inputs": {"images": ["1", 0], "mask": ["3", 0], "padding": 8, "multiple": 16, "mode": "fixed",
+                         "smooth_frames": 9, "upscale_to": 0, "feather": 16}},
+        "5": {"class_type": "ImageFromBatch", "inputs": {"image": ["4", 0], "batch_index": 0, "length": 3}},
+        "6": {"class_type": "BroadcastSubjectUncrop",
+              "inputs": {"source_images": ["1", 0], "cropped_images": ["5", 0], "crop_record": ["4", 2]}},
+        "7": {"class_type": "PreviewImage", "inputs": {"images": ["6", 0]}},
+    }
+    err = comfy.run_error(prompt)
+    assert err["node_type"] == "BroadcastSubjectUncrop"
+    assert "cropped_images: expected 4 inpainted crops" in err["exception_message"]
+    # The same graph with all frames composites, and a single-frame mask is broadcast to every frame.
+    prompt["5"]["inputs"]["length"] = 4
+    entry = comfy.run(prompt)
+    assert entry["outputs"]["7"]["images"]
