@@ -265,7 +265,7 @@ class BroadcastDittoRender(io.ComfyNode):
             category=CATEGORY,
             description="Render the talking head at full frame size: batched warp + SPADE decode, putback with the "
                         "crop's affine, optional cadence infill and silence bypass; or stream straight to an MP4.",
-            is_output_node=False,
+            is_output_node=True,      # so a streaming render with nothing downstream still runs
             inputs=[
                 types.DittoModel.Input("ditto_model", tooltip="From Broadcast Ditto Loader."),
                 types.DittoAvatar.Input("avatar", tooltip="The avatar the motion was made for."),

@@ -1,0 +1,108 @@
+"""The Ditto node chain through a real ComfyUI with the tiny networks: render, export with audio, the packet cache,
+streaming to a file, and bad inputs."""
+import math
+
+import av
+import pytest
+
+from engines.ditto.avatar import NAMESPACE
+from engines.export import reader
+from tests.fixtures.tiny_ditto import install_tiny_ditto, write_inputs
+
+MOTION = {"steps_preset": "4", "custom_steps": 50, "seed": 3, "emotion": "neutral", "drive_eyes": "auto",
+          "blinks": "off", "blink_gap": 80, "delta_pitch": 0.0, "delta_yaw": 0.0, "delta_roll": 0.0,
+          "pose_smoothing": 0, "loop_mode": "mirror"}
+RENDER = {"batch_size": 4, "cadence_stride": 2, "silence_bypass": True, "silence_threshold": 0.008, "ease_frames": 3,
+          "stream_to_file": False, "filename_prefix": "broadcast/ditto_test"}
+EXPORT = {"fps": 25.0, "encoder": "auto", "preset": "auto", "tune": "auto", "rate_control": "cq", "quality": 19,
+          "bitrate_kbps": 8000, "gop_seconds": 1.0, "bit_depth": "8", "faststart": True, "audio_mode": "match_video",
+          "audio_bitrate_kbps": 192}
+
+
+@pytest.fixture(scope="module")
+def inputs(comfy):
+    install_tiny_ditto(comfy.models_dir)
+    return write_inputs(comfy.input_dir, seconds=1.6)
+
+
+def chain(portrait_file, speech_file, *, motion=None, render=None, export_prefix=None):
+    prompt = {
+        "1": {"class_type": "LoadImage", "inputs": {"image": portrait_file}},
+        "2": {"class_type": "BroadcastLoadAudio",
+              "inputs": {"audio_file": speech_file, "start_seconds": 0.0, "duration_seconds": 0.0}},
+        "3": {"class_type": "BroadcastDittoLoader", "inputs": {"model_name": "tiny-ditto", "precision": "auto"}},
+        "4": {"class_type": "BroadcastDittoAvatar",
+              "inputs": {"ditto_model": ["3", 0], "images": ["1", 0], "crop_scale": 2.3, "crop_vy_ratio": -0.125,
+                         "loop_smoothing": 13, "batch_size": 4}},
+        "5": {"class_type": "BroadcastDittoAudioFeatures", "inputs": {"ditto_model": ["3", 0], "audio": ["2", 0]}},
+        "6": {"class_type": "BroadcastDittoMotion",
+              "inputs": {**MOTION, **(motion or {}), "ditto_model": ["3", 0], "avatar": ["4", 0],
+                         "audio_features": ["5", 0]}},
+        "7": {"class_type": "BroadcastDittoRender",
+              "inputs": {**RENDER, **(render or {}), "ditto_model": ["3", 0], "avatar": ["4", 0],
+                         "motion": ["6", 0], "audio": ["2", 0]}},
+    }
+    if export_prefix:
+        prompt["8"] = {"class_type": "BroadcastExportVideo",
+                       "inputs": {**EXPORT, "filename_prefix": export_prefix, "images": ["7", 0], "audio": ["7", 1]}}
+    return prompt
+
+
+def _packets(comfy):
+    root = comfy.models_dir / "broadcast_cache" / NAMESPACE
+    return sorted(p.name for p in root.iterdir() if not p.name.startswith(".")) if root.is_dir() else []
+
+
+def test_nodes_are_listed_with_their_types(comfy, inputs):
+    info = comfy.object_info()
+    assert info["BroadcastDittoLoader"]["output"] == ["BROADCAST_DITTO_MODEL"]
+    assert info["BroadcastDittoAvatar"]["output"] == ["BROADCAST_DITTO_AVATAR"]
+    assert info["BroadcastDittoAudioFeatures"]["output"] == ["BROADCAST_DITTO_AUDIO_FEATURES"]
+    assert info["BroadcastDittoMotion"]["output"] == ["BROADCAST_DITTO_MOTION"]
+    assert info["BroadcastDittoRender"]["output"][:2] == ["IMAGE", "AUDIO"]
+    assert info["BroadcastDittoRender"]["input"]["optional"]["audio"][0] == "AUDIO"
+    assert "tiny-ditto" in info["BroadcastDittoLoader"]["input"]["required"]["model_name"][1]["options"]
+
+
+def test_chain_exports_a_talking_head_with_audio_and_reuses_the_packet(comfy, inputs):
+    portrait_file, speech_file = inputs
+    entry = comfy.run(chain(portrait_file, speech_file, export_prefix="broadcast/ditto_chain"))
+    item = entry["outputs"]["8"]["images"][0]
+    path = comfy.output_dir / item["subfolder"] / item["filename"]
+    info = reader.probe(path)
+    assert (info.width, info.height) == (128, 160)
+    assert info.frame_count == math.ceil(1.6 * 25)
+    with av.open(str(path)) as c:
+        assert c.streams.audio[0].codec_context.name == "aac"
+    packets = _packets(comfy)
+    assert len(packets) == 1
+    # another seed: motion and render run again, the avatar packet is loaded, not rebuilt
+    comfy.run(chain(portrait_file, speech_file, motion={"seed": 4}, export_prefix="broadcast/ditto_chain2"))
+    assert _packets(comfy) == packets
+
+
+def test_streaming_render_writes_the_mp4_itself(comfy, inputs):
+    portrait_file, speech_file = inputs
+    entry = comfy.run(chain(portrait_file, speech_file,
+                            render={"stream_to_file": True, "filename_prefix": "broadcast/ditto_stream",
+                                    "cadence_stride": 1}))
+    files = sorted((comfy.output_dir / "broadcast").glob("ditto_stream_*.mp4"))
+    assert len(files) == 1
+    info = reader.probe(files[0])
+    assert info.frame_count == math.ceil(1.6 * 25) and (info.width, info.height) == (128, 160)
+    assert not list((comfy.output_dir / "broadcast").glob(".*partial*"))
+    assert entry["status"]["status_str"] == "success"
+
+
+def test_a_portrait_without_a_face_is_refused_by_name(comfy, inputs):
+    import cv2
+    import numpy as np
+
+    dark = comfy.input_dir / "ditto_dark.png"
+    if not dark.exists():
+        cv2.imwrite(str(dark), np.full((160, 128, 3), 20, np.uint8))
+    before = _packets(comfy)
+    err = comfy.run_error(chain(dark.name, inputs[1]))
+    assert err["node_type"] == "BroadcastDittoAvatar"
+    assert "images: expected frames showing a face" in err["exception_message"]
+    assert _packets(comfy) == before
