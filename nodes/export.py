@@ -161,8 +161,12 @@ class BroadcastLoadVideo(io.ComfyNode):
             description="Load a video from ComfyUI's input folder (streaming decode) as IMAGE frames, its AUDIO, "
                         "its frame rate and frame count; optional frame cap, skip and target rate.",
             inputs=[
-                io.Combo.Input("video", options=_input_files(["video"]), upload=io.UploadType.video,
-                               tooltip="A video file in ComfyUI's input folder (use the upload button to add one)."),
+                # No upload button on purpose: its preview widget fetches the file while a workflow loads and adds a
+                # frontend-only input; files uploaded anywhere in ComfyUI (core Load Video, drag and drop) land in
+                # the input folder and are listed here after a refresh (R).
+                io.Combo.Input("video", options=_input_files(["video"]),
+                               tooltip="A video file in ComfyUI's input folder (upload with core Load Video or copy "
+                                       "it there, then press R to refresh the list)."),
                 io.Int.Input("frame_cap", default=0, min=0, max=100000, step=1,
                              tooltip="Keep at most this many frames; 0 keeps all."),
                 io.Int.Input("skip_first_frames", default=0, min=0, max=1000000, step=1,
@@ -234,8 +238,9 @@ class BroadcastLoadAudio(io.ComfyNode):
             description="Load audio (or a video's soundtrack) from ComfyUI's input folder as AUDIO, at its own "
                         "sample rate, optionally a time range.",
             inputs=[
-                io.Combo.Input("audio_file", options=_input_files(["audio", "video"]), upload=io.UploadType.audio,
-                               tooltip="An audio or video file in ComfyUI's input folder (upload button adds one)."),
+                io.Combo.Input("audio_file", options=_input_files(["audio", "video"]),
+                               tooltip="An audio or video file in ComfyUI's input folder (upload with core Load Audio "
+                                       "or copy it there, then press R to refresh the list)."),
                 io.Float.Input("start_seconds", default=0.0, min=0.0, max=86400.0, step=0.01,
                                tooltip="Skip this much from the start."),
                 io.Float.Input("duration_seconds", default=0.0, min=0.0, max=86400.0, step=0.01,
