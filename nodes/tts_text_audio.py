@@ -69,7 +69,8 @@ class BroadcastAudioMaster(io.ComfyNode):
             display_name="Broadcast Audio Master",
             category=f"{CATEGORY}/tts",
             description="Low-pass 9.6 kHz, de-ess 4.8-8.2 kHz, tame word-final /s/, loudness to a LUFS target "
-                        "(gated BS.1770), true-peak limit; also outputs 16 kHz mono for lip sync.",
+                        "(gated BS.1770), true-peak limit; also outputs 16 kHz mono for lip sync. Previews the result.",
+            is_output_node=True,
             inputs=[
                 io.Audio.Input("audio", tooltip="Speech to master (any rate; the stages were tuned at 24 kHz)."),
                 io.Boolean.Input("lowpass", default=d.lowpass, tooltip="4th-order low-pass (zero phase)."),
@@ -114,7 +115,8 @@ class BroadcastAudioMaster(io.ComfyNode):
         mastered = make_audio(np.stack(items), sr)
         mono16, _ = to_mono(mastered, LIPSYNC_RATE)
         return io.NodeOutput(mastered, make_audio(mono16, LIPSYNC_RATE),
-                             json.dumps(reports[0] if len(reports) == 1 else reports, indent=1))
+                             json.dumps(reports[0] if len(reports) == 1 else reports, indent=1),
+                             ui=ui.PreviewAudio(mastered, cls=cls))
 
 
 class BroadcastSpeechVerify(io.ComfyNode):

@@ -77,6 +77,14 @@ def _wardrobe_mask_check(comfy: Any) -> dict:
             "Load Mask Video.video": masks.name, "Load Mask Video.frame_cap": WARDROBE_CHECK_FRAMES}
 
 
+# -- omnivoice (issue 5) -------------------------------------------------------------------------------------------
+def _tts_master(comfy: Any) -> dict:
+    """Tiny random OmniVoice and a synthetic 3 s reference clip in the input folder."""
+    from tests.fixtures import tiny_omnivoice
+
+    return tiny_omnivoice.prepare_tts_workflow(comfy)
+
+
 CASES: dict[str, WorkflowCase] = {
     "harness_core_preview": WorkflowCase(prepare=_harness_core_preview),
     "demo_export": WorkflowCase(prepare=_demo_export),
@@ -85,6 +93,7 @@ CASES: dict[str, WorkflowCase] = {
     "wardrobe_minimax_h3": WorkflowCase(runs_on_test_comfy=False,
                                         expected_missing=("MiniMaxH3ReferenceToVideo", "MiniMaxH3SigmaShift")),
     "ditto_talking_head": WorkflowCase(prepare=_ditto_talking_head),
+    "tts_master": WorkflowCase(prepare=_tts_master),
 }
 
 
