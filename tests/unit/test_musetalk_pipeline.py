@@ -1,0 +1,161 @@
+"""The whole engine on tiny random networks in the upstream layout: loading, avatar cache, lip-sync."""
+import shutil
+
+import pytest
+import torch
+
+from engines.common.cache import ContentCache
+from engines.common.errors import InputError, ModelFilesMissing
+from engines.musetalk.avatar import build_avatar, crop_boxes, CropSettings
+from engines.musetalk.blend import resize_matrix
+from engines.musetalk.face_track import track_from_box, track_faces, HaarDetector
+from engines.musetalk.lipsync import LipSyncSettings, lipsync, run_padded
+from engines.musetalk.loader import load_musetalk
+from tests.fixtures.tiny_musetalk import astronaut_loop, build_tiny_musetalk, speech_like
+
+FPS = 10.0   # fewer frames per second of audio keeps the tiny runs short
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    return build_tiny_musetalk(tmp_path_factory.mktemp("musetalk") / "tiny")
+
+
+@pytest.fixture(scope="module")
+def nets(model_dir):
+    return load_musetalk(model_dir)
+
+
+@pytest.fixture(scope="module")
+def loop():
+    frames, _ = astronaut_loop(4)
+    return frames, track_faces(frames, HaarDetector(), every=2, proxy_size=160)
+
+
+@pytest.fixture(scope="module")
+def avatar(nets, loop):
+    frames, track = loop
+    return build_avatar(nets, frames, track, FPS)
+
+
+def test_loader_builds_the_three_networks_from_the_upstream_layout(nets):
+    assert nets.version == "v1.5"
+    assert nets.unet.config.in_channels == 8 and nets.unet.config.cross_attention_dim == 384
+    assert nets.scaling_factor == pytest.approx(0.18215)      # absent from sd-vae's config: the SD default
+    assert nets.whisper.config.d_model == 384
+    assert not any(p.is_meta for p in nets.parameters())
+
+
+def test_loader_accepts_a_subfolder_of_the_layout(model_dir):
+    assert load_musetalk(model_dir / "whisper").version == "v1.5"
+
+
+def test_missing_model_files_are_all_named(model_dir, tmp_path):
+    broken = tmp_path / "broken"
+    shutil.copytree(model_dir, broken)
+    (broken / "musetalkV15" / "unet.pth").unlink()
+    (broken / "whisper" / "preprocessor_config.json").unlink()
+    with pytest.raises(ModelFilesMissing) as err:
+        load_musetalk(broken)
+    assert "musetalkV15/unet.safetensors or musetalkV15/unet.pth" in str(err.value)
+    assert "whisper/preprocessor_config.json" in str(err.value)
+    assert err.value.input_name == "model_name"
+
+
+def test_avatar_latents_and_boxes(avatar, loop):
+    frames, track = loop
+    assert avatar.latents.shape == (4, 8, 32, 32) and torch.isfinite(avatar.latents).all()
+    assert avatar.boxes.dtype == torch.int64 and avatar.boxes.shape == (4, 4)
+    b = avatar.boxes
+    assert (b[:, 0] >= 0).all() and (b[:, 2] <= 192).all() and (b[:, 3] <= 256).all()
+    # the crop reaches below the face box (the chin) and a little above it
+    assert (b[:, 3] > track.boxes[:, 3]).all() and (b[:, 1] < track.boxes[:, 1]).all()
+    # masked and reference halves differ (the masked one lost its lower half)
+    assert not torch.allclose(avatar.latents[:, :4], avatar.latents[:, 4:])
+
+
+def test_second_avatar_run_loads_from_the_cache(nets, loop, tmp_path):
+    frames, track = loop
+    cache = ContentCache(tmp_path / "cache")
+    first = build_avatar(nets, frames, track, FPS, cache=cache)
+    second = build_avatar(nets, frames, track, FPS, cache=cache)
+    assert not first.from_cache and second.from_cache
+    assert torch.equal(first.latents, second.latents) and torch.equal(first.boxes, second.boxes)
+    changed = frames.clone()
+    changed[0, 0, 0, 0] += 0.5
+    assert not build_avatar(nets, changed, track, FPS, cache=cache).from_cache
+
+
+def test_avatar_refuses_a_track_of_other_frames(nets, loop):
+    frames, _ = loop
+    with pytest.raises(InputError, match="face_track"):
+        build_avatar(nets, frames, track_from_box((10, 10, 60, 60), 5, 192, 256), FPS)
+
+
+def test_lipsync_length_follows_the_audio_and_keeps_pixels_outside_the_mouth(nets, avatar):
+    audio = speech_like(0.85, 24000)                       # 24 kHz speech: resampled; 0.85 s at 10 fps = 8 frames
+    out = lipsync(nets, avatar, audio, LipSyncSettings(batch_size=4))
+    assert out.shape == (8, 256, 192, 3) and out.dtype == torch.float32
+    assert torch.isfinite(out).all() and out.min() >= 0 and out.max() <= 1
+    for k in range(8):
+        s = k % len(avatar)                                # video time modulo the loop
+        x1, y1, x2, y2 = avatar.boxes[s].tolist()
+        alpha = resize_matrix(256, y2 - y1) @ avatar.mask @ resize_matrix(256, x2 - x1).T
+        outside = torch.ones(256, 192, dtype=torch.bool)
+        outside[y1:y2, x1:x2] = alpha == 0
+        assert torch.equal(out[k][outside], avatar.frames[s][outside])
+        assert not torch.equal(out[k], avatar.frames[s])
+
+
+def test_batch_size_and_padding_do_not_change_the_result(nets, avatar):
+    audio = speech_like(0.5, 16000)                        # 5 frames: batches of 2 leave a partial last batch
+    a = lipsync(nets, avatar, audio, LipSyncSettings(batch_size=2))
+    b = lipsync(nets, avatar, audio, LipSyncSettings(batch_size=5))
+    assert a.shape[0] == 5
+    assert torch.allclose(a, b, atol=2e-4)
+
+
+def test_stride_keeps_keyframes_and_returns_exactly_n_frames(nets, avatar):
+    audio = speech_like(0.64, 16000)                       # 8 frames at 12.5 fps; stride 3 -> keyframes 0 3 6 7
+    # (also runs ping-pong over the 4-frame loop, at an output rate other than the loop's)
+    dense = lipsync(nets, avatar, audio, LipSyncSettings(batch_size=4, stride=1, fps=12.5, loop_mode="ping-pong"))
+    sparse = lipsync(nets, avatar, audio, LipSyncSettings(batch_size=4, stride=3, fps=12.5, loop_mode="ping-pong"))
+    assert sparse.shape == dense.shape == (8, 256, 192, 3)
+    for k in (0, 3, 6, 7):
+        assert torch.allclose(sparse[k], dense[k], atol=2e-4)
+    assert not torch.allclose(sparse[4], dense[4], atol=1e-3)
+
+
+def test_streaming_sink_gets_the_same_frames_in_order(nets, avatar):
+    audio = speech_like(0.5, 16000)
+    whole = lipsync(nets, avatar, audio, LipSyncSettings(batch_size=3))
+    chunks = []
+    assert lipsync(nets, avatar, audio, LipSyncSettings(batch_size=3), sink=chunks.append) is None
+    assert [c.shape[0] for c in chunks] == [3, 2]
+    assert torch.equal(torch.cat(chunks), whole)
+
+
+def test_bad_lipsync_inputs(nets, avatar):
+    with pytest.raises(InputError, match="audio.*at least one video frame"):
+        lipsync(nets, avatar, {"waveform": torch.zeros(1, 1, 800), "sample_rate": 16000})   # 50 ms < 100 ms
+    with pytest.raises(InputError, match="stride"):
+        lipsync(nets, avatar, speech_like(0.5), LipSyncSettings(stride=4))
+    with pytest.raises(InputError, match="audio"):
+        lipsync(nets, avatar, {"waveform": torch.zeros(1, 1, 100)})
+
+
+def test_run_padded_pads_with_the_last_row_and_drops_it():
+    seen = []
+
+    def fn(x):
+        seen.append(x.shape[0])
+        return x * 2
+
+    out = run_padded(fn, 4, torch.tensor([[1.0], [2.0]]))
+    assert seen == [4] and out.tolist() == [[2.0], [4.0]]
+
+
+def test_crop_settings_move_the_crop(loop):
+    _, track = loop
+    tight = crop_boxes(track, CropSettings(top=0.0, bottom=0.0))
+    assert torch.allclose(tight.float(), track.boxes.round(), atol=1)
