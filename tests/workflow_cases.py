@@ -85,6 +85,14 @@ def _tts_master(comfy: Any) -> dict:
     return tiny_omnivoice.prepare_tts_workflow(comfy)
 
 
+# -- wardrobe VACE (issue 8) ----------------------------------------------------------------------------------------
+def _wardrobe_vace(comfy: Any) -> dict:
+    """Tiny random Wan 2.1 VACE weights, the synthetic wardrobe clip, its masks in the mask cache (no SAM3)."""
+    from tests.fixtures import vace_wardrobe
+
+    return vace_wardrobe.prepare(comfy)
+
+
 CASES: dict[str, WorkflowCase] = {
     "harness_core_preview": WorkflowCase(prepare=_harness_core_preview),
     "demo_export": WorkflowCase(prepare=_demo_export),
@@ -94,6 +102,9 @@ CASES: dict[str, WorkflowCase] = {
                                         expected_missing=("MiniMaxH3ReferenceToVideo", "MiniMaxH3SigmaShift")),
     "ditto_talking_head": WorkflowCase(prepare=_ditto_talking_head),
     "tts_master": WorkflowCase(prepare=_tts_master),
+    "wardrobe_vace": WorkflowCase(prepare=_wardrobe_vace),
+    # The UMT5-XXL text encoder (about 11 GB) cannot be made small: this workflow is only loaded.
+    "wardrobe_vace_prompt": WorkflowCase(runs_on_test_comfy=False),
 }
 
 
