@@ -35,11 +35,12 @@ class Whisper:
 def load_whisper(folder: os.PathLike | str, device: Optional[torch.device] = None,
                  input_name: str = "whisper_model") -> Whisper:
     folder = require_files(folder, REQUIRED_FILES, input_name)
-    return _load_cached(str(folder), str(torch.device(device or "cpu")))
+    stamp = (folder / "model.safetensors").stat().st_mtime_ns  # replaced weights are a new cache entry
+    return _load_cached(str(folder), str(torch.device(device or "cpu")), stamp)
 
 
 @lru_cache(maxsize=2)
-def _load_cached(folder: str, device: str) -> Whisper:
+def _load_cached(folder: str, device: str, stamp: int) -> Whisper:
     from transformers import WhisperForConditionalGeneration, WhisperProcessor
 
     processor = WhisperProcessor.from_pretrained(folder, local_files_only=True)

@@ -107,3 +107,26 @@ def test_unknown_language_and_empty_transcript_are_refused(tiny):
     graph["3"]["inputs"]["reference_text"] = "   "
     error = tiny.run_error(graph)
     assert error["node_type"] == "BroadcastVoicePrompt" and "reference_text" in error["exception_message"]
+
+
+def test_whisper_transcribes_the_reference_and_verifies_speech(tiny):
+    """Empty reference_text + a local Whisper: the transcript comes from models/whisper, never from the hub."""
+    from tests.fixtures.tiny_whisper import install_tiny_whisper
+
+    install_tiny_whisper(tiny.models_dir)
+    graph = _graph()
+    graph["3"]["inputs"].update(reference_text="", whisper_model="whisper-tiny-random", reference_language="en")
+    graph["5"]["inputs"]["steps"] = 2
+    graph["9"] = {"class_type": "BroadcastSpeechVerify",
+                  "inputs": {"audio": ["6", 0], "expected_text": SCRIPT, "whisper_model": "whisper-tiny-random",
+                             "language": "es", "ignore_accents": True}}
+    graph["10"] = {"class_type": "PreviewAny", "inputs": {"source": ["3", 1]}}
+    history = tiny.run(graph, timeout=600)
+    report = history["outputs"]["9"]["text"][0]
+    assert report.startswith("word accuracy ") and "errors over 16 words" in report
+    transcript = history["outputs"]["10"]["text"][0]
+    assert transcript.strip()  # the random Whisper's bytes, used as the prompt's transcript
+
+    graph["9"]["inputs"]["expected_text"] = "  "
+    error = tiny.run_error(graph)
+    assert error["node_type"] == "BroadcastSpeechVerify" and "expected_text" in error["exception_message"]
