@@ -77,6 +77,16 @@ def _wardrobe_mask_check(comfy: Any) -> dict:
             "Load Mask Video.video": masks.name, "Load Mask Video.frame_cap": WARDROBE_CHECK_FRAMES}
 
 
+def _wardrobe_minimax_h3(comfy: Any) -> dict:
+    """Only loaded (core's H3 nodes are newer than 0.3.75); its garment reference image is a plain PNG."""
+    from PIL import Image
+
+    ref = comfy.input_dir / "sapphire_dress_3view.png"
+    if not ref.exists():
+        Image.new("RGB", (96, 32), (20, 50, 160)).save(ref)
+    return {}
+
+
 # -- omnivoice (issue 5) -------------------------------------------------------------------------------------------
 def _tts_master(comfy: Any) -> dict:
     """Tiny random OmniVoice and a synthetic 3 s reference clip in the input folder."""
@@ -98,7 +108,7 @@ CASES: dict[str, WorkflowCase] = {
     "demo_export": WorkflowCase(prepare=_demo_export),
     "wardrobe_mask_check": WorkflowCase(prepare=_wardrobe_mask_check),
     # Core's MiniMax H3 nodes are newer than the test ComfyUI (0.3.75): only loaded, exactly these are missing.
-    "wardrobe_minimax_h3": WorkflowCase(runs_on_test_comfy=False,
+    "wardrobe_minimax_h3": WorkflowCase(prepare=_wardrobe_minimax_h3, runs_on_test_comfy=False,
                                         expected_missing=("MiniMaxH3ReferenceToVideo", "MiniMaxH3SigmaShift")),
     "ditto_talking_head": WorkflowCase(prepare=_ditto_talking_head),
     "tts_master": WorkflowCase(prepare=_tts_master),

@@ -102,3 +102,20 @@ def test_uncrop_refuses_a_short_crop_batch(comfy):
     prompt["5"]["inputs"]["length"] = 4
     entry = comfy.run(prompt)
     assert entry["outputs"]["7"]["images"]
+
+
+def test_minimax_h3_workflow_lacks_exactly_the_core_h3_nodes_here(comfy):
+    """On 0.3.75 only core's MiniMax H3 nodes are missing; every pack and core node it uses has the inputs it sets."""
+    case = case_for("wardrobe_minimax_h3")
+    case.prepare(comfy)  # the garment reference image its LoadImage previews
+    prompt, _ = load_workflow(REPO_ROOT / "workflows" / "wardrobe_minimax_h3.api.json")
+    info = comfy.object_info()
+    missing = sorted({n["class_type"] for n in prompt.values()} - set(info))
+    assert missing == sorted(case.expected_missing)
+    for nid, node in prompt.items():
+        if node["class_type"] in missing:
+            continue
+        spec = info[node["class_type"]]["input"]
+        known = set(spec.get("required", {})) | set(spec.get("optional", {}))
+        assert set(node["inputs"]) <= known, (nid, node["class_type"], set(node["inputs"]) - known)
+        assert set(spec.get("required", {})) <= set(node["inputs"]), (nid, node["class_type"])
