@@ -94,3 +94,14 @@ def test_word_accuracy_after_normalisation():
     acc = word_accuracy("one two three four", "one three four five six")
     assert acc.errors == 3 and acc.word_accuracy == pytest.approx(0.25)
     assert normalize_words("[sfx:click] It's the U.S. market!") == ["it's", "the", "u", "s", "market"]
+
+
+def test_without_omnivoice_the_language_shape_is_still_checked(monkeypatch):
+    """The text family must work without the omnivoice package: codes and names are then checked by shape only."""
+    from engines.omnivoice import languages
+
+    monkeypatch.setattr(languages, "_omnivoice_table", lambda: None)
+    assert languages.resolve_language("ES") == "es"
+    assert T.prepare_text("Buenas noches a todos.", "Spanish").language == "spanish"
+    with pytest.raises(InputError, match="language"):
+        languages.resolve_language("e5!")
