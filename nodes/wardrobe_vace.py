@@ -95,7 +95,7 @@ class BroadcastVaceSamplerMask(io.ComfyNode):
         if (height, width) != (h_lat * vace.VAE_STRIDE, w_lat * vace.VAE_STRIDE):
             raise InputError("sampler_mask", f"frames of WanVaceToVideo's size {w_lat * vace.VAE_STRIDE}x"
                              f"{h_lat * vace.VAE_STRIDE}", f"{width}x{height}",
-                             "Give WanVaceToVideo the width and height of the cropped frames (Get Image Size).")
+                             "Connect Subject Crop's width and height outputs to WanVaceToVideo.")
         if vace.decoded_frame_count(latent_frames) < n:
             # The VAE would decode fewer frames than the clip has: the last ones would be lost, not regenerated.
             raise InputError("sampler_mask", f"at most {vace.decoded_frame_count(latent_frames)} frames (WanVaceToVideo"

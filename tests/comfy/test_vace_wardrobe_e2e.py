@@ -69,10 +69,12 @@ def _find_box(crop: np.ndarray, frame: np.ndarray) -> tuple[int, int]:
 def vace_run(comfy):
     overrides = case_for("wardrobe_vace").prepare(comfy)
     prompt, taps = _with_taps(vace_wardrobe.shipped_workflow())
+    log_start = len(comfy.log_text())
     start = time.monotonic()
     entry = run(prompt, overrides, comfy, timeout=240)
     seconds = time.monotonic() - start
     return {"entry": entry, "taps": taps, "overrides": overrides, "seconds": seconds,
+            "log": comfy.log_text()[log_start:],
             "frames": {tap: _frames(comfy, entry, nid) for tap, nid in taps.items()}}
 
 
@@ -128,7 +130,11 @@ def test_segmenter_skipped_and_export_written(vace_run, comfy):
     assert info.frame_count == vace_wardrobe.FRAMES and (info.width, info.height) == (vace_wardrobe.WIDTH,
                                                                                       vace_wardrobe.HEIGHT)
     assert reader.read_audio(videos[0]) is not None, "the source audio must be in the export"
-    assert vace_run["seconds"] < 60, f"the workflow took {vace_run['seconds']:.1f} s"
+    # Tiny weights must load completely: a missing tensor would be uninitialised memory (NaN frames).
+    log = vace_run["log"]
+    assert "Missing VAE keys" not in log and "invalid value encountered" not in log, log[-3000:]
+    # Timing is reported, not asserted (a shared CI machine would make it flaky); docs/wardrobe_vace.md has numbers.
+    print(f"wardrobe_vace workflow: {vace_run['seconds']:.1f} s on the test server")
 
 
 def test_too_short_length_is_refused_with_the_value_to_use(vace_run, comfy):
