@@ -147,7 +147,7 @@ class BroadcastVoicePrompt(io.ComfyNode):
         )
 
     @classmethod
-    def validate_inputs(cls, saved_voice, save_as="", **_):
+    def validate_inputs(cls, save_as=""):  # only this input: 0.3.75 skips range checks of named/**kwargs inputs
         if save_as and not _NAME.match(save_as.strip()):
             return f"save_as must be a plain name (letters, digits, space, _ . -), got {save_as!r}"
         return True
@@ -231,7 +231,7 @@ class BroadcastOmniVoiceSpeak(io.ComfyNode):
         )
 
     @classmethod
-    def validate_inputs(cls, preset, **_):
+    def validate_inputs(cls, preset):  # only this input: 0.3.75 skips range checks of named/**kwargs inputs
         if preset not in list(ov_speak.PRESETS) + ["custom"]:
             return f"preset must be one of {', '.join(list(ov_speak.PRESETS) + ['custom'])}, got {preset!r}"
         return True

@@ -40,10 +40,6 @@ class VoicePrompt:
     fingerprint: str  # the audio tokenizer that made the codes
     key: str = ""
 
-    @property
-    def seconds(self) -> float:
-        return self.tokens.shape[-1] / 25.0
-
     def to_upstream(self):
         from omnivoice import VoiceClonePrompt
 
@@ -90,13 +86,14 @@ def build_prompt(loaded, samples: np.ndarray, ref_text: str, trim_silence: bool 
         if entry is not None:
             return _from_record(entry.tensors, entry.meta, key), True
     try:
-        upstream = loaded.model.create_voice_clone_prompt(ref_audio=(torch.from_numpy(samples)[None],
-                                                                     loaded.sample_rate),
-                                                          ref_text=ref_text, preprocess_prompt=bool(trim_silence))
+        with torch.inference_mode():  # upstream leaves autograd on for the tokenizer's encoder
+            upstream = loaded.model.create_voice_clone_prompt(ref_audio=(torch.from_numpy(samples)[None],
+                                                                         loaded.sample_rate),
+                                                              ref_text=ref_text, preprocess_prompt=bool(trim_silence))
     except ValueError as exc:  # "empty after silence removal"
         raise InputError("reference_audio", "speech above OmniVoice's -50 dBFS silence threshold", str(exc),
                          "Raise the reference level or turn trim_silence off.") from exc
-    prompt = VoicePrompt(tokens=upstream.ref_audio_tokens.detach().to("cpu", torch.int64).contiguous(),
+    prompt = VoicePrompt(tokens=upstream.ref_audio_tokens.to("cpu", torch.int64).clone(),
                          ref_text=upstream.ref_text, ref_rms=float(upstream.ref_rms),
                          fingerprint=loaded.fingerprint, key=key)
     if cache is not None:

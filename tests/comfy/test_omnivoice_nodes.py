@@ -130,3 +130,10 @@ def test_whisper_transcribes_the_reference_and_verifies_speech(tiny):
     graph["9"]["inputs"]["expected_text"] = "  "
     error = tiny.run_error(graph)
     assert error["node_type"] == "BroadcastSpeechVerify" and "expected_text" in error["exception_message"]
+
+
+def test_out_of_range_settings_are_rejected_before_running(tiny):
+    graph = _graph()
+    graph["5"]["inputs"]["t_shift"] = 5.0  # max 2.0
+    status, body = tiny.request("POST", "/prompt", {"prompt": graph})
+    assert status == 400 and "5" in body.get("node_errors", {}), body

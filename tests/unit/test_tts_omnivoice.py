@@ -157,3 +157,29 @@ def test_speak_batches_clauses_joins_them_and_is_reproducible(loaded, no_network
     assert total - 24000 * 0.1 < first.samples.size < total  # joined with short overlaps, nothing dropped
     assert np.isfinite(first.samples).all()
     assert no_network == []
+
+
+def test_cancel_between_sub_batches_stops_speak(loaded):
+    from engines.common.progress import Progress
+
+    prompt, _ = ov_prompt.build_prompt(loaded, reference_voice(2.0), REF_TEXT)
+    prepared = prepare_text("Good evening and welcome. We begin with the markets today. Stay with us for more.", "en",
+                            max_batch=1)
+    calls = []
+
+    def cancel():
+        calls.append(1)
+        raise InterruptedError("cancelled by the user")
+
+    with pytest.raises(InterruptedError):
+        ov_speak.speak(loaded, prepared, prompt, ov_speak.SpeakSettings(num_step=2), Progress(check_cancel=cancel))
+    assert len(calls) == 1  # stopped after the first of three sub-batches
+
+
+@pytest.mark.parametrize("clip, message", [(np.zeros(0, np.float32), "trim_silence"),
+                                           (np.full(2400, np.nan, np.float32), "precision")])
+def test_empty_or_nan_clips_are_reported_with_the_setting_to_change(loaded, monkeypatch, clip, message):
+    prompt, _ = ov_prompt.build_prompt(loaded, reference_voice(2.0), REF_TEXT)
+    monkeypatch.setattr(loaded.model, "generate", lambda text, **_: [clip for _ in text])
+    with pytest.raises(InputError, match=message):
+        ov_speak.speak(loaded, prepare_text("Good evening and welcome.", "en"), prompt, ov_speak.SpeakSettings())
