@@ -22,8 +22,10 @@ import torch
 
 from ..common.errors import InputError
 
-# Float scratch per conversion step; ~3 frames of 1080x1920 float32. Bounds memory, keeps numpy/torch calls large.
+# Float scratch per GPU conversion step (~3 frames of 1080x1920 float32): bounds memory, keeps torch calls large.
 SCRATCH_BYTES = 64 * 1024 * 1024
+# Rows converted at a time on the CPU route: small enough to stay in the L2 cache between the element-wise steps.
+BLOCK_BYTES = 384 * 1024
 
 # BT.601 luma weights and the limited-range scales (8 bit; x4 at 10 bit).
 KR, KG, KB = 0.299, 0.587, 0.114
@@ -68,19 +70,31 @@ def frames_per_step(height: int, width: int) -> int:
 class HostRGB:
     """CPU route: yields one `[H2, W2, 3]` rgb24 (uint8) or rgb48le (uint16) array per frame, padded to even.
 
-    Scratch buffers are allocated once for the largest step and reused for every chunk.
+    Float frames are converted by one helper thread, two frames ahead of the encoder, into a ring of three output
+    buffers: numpy releases the GIL, so the conversion runs while x264 and swscale work on the previous frame instead
+    of adding to the wall time. Each frame is converted in row blocks that fit the CPU cache (~400 KB), so the five
+    element-wise steps cost about one trip through memory. Memory is three frames plus one block, whatever the clip.
     """
+
+    AHEAD = 2
 
     def __init__(self, bit_depth: int):
         self.bit_depth = bit_depth
         self.dtype = np.uint8 if bit_depth == 8 else np.uint16
         self.scale = 255.0 if bit_depth == 8 else 65535.0
-        self._scratch: np.ndarray | None = None
-        self._out: np.ndarray | None = None
+        self._ring: list[np.ndarray] = []
+        self._block: np.ndarray | None = None
+        self._pool = None
 
     @property
     def format(self) -> str:
         return "rgb24" if self.bit_depth == 8 else "rgb48le"
+
+    def close(self) -> None:
+        """Stop the helper thread (after the frame it may be converting)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
 
     def frames(self, chunk) -> Iterator[np.ndarray]:
         n, h, w = (int(d) for d in chunk.shape[:3])
@@ -89,35 +103,53 @@ class HostRGB:
             for i in range(n):  # uint8 in, uint8 out, already even: hand the frames over as they are
                 yield np.ascontiguousarray(_numpy(chunk[i]))
             return
-        step = frames_per_step(h, w)
-        for start in range(0, n, step):
-            part = chunk[start:start + step]
-            k = int(part.shape[0])
-            out = self._buffer("_out", (k, h2, w2, 3), self.dtype)
-            self._convert(part, out[:, :h, :w])
-            pad_even(out, h, w)
-            for i in range(k):
-                yield out[i]
-
-    def _buffer(self, name: str, shape, dtype) -> np.ndarray:
-        buf = getattr(self, name)
-        if buf is None or buf.dtype != dtype or buf.shape[1:] != shape[1:] or buf.shape[0] < shape[0]:
-            buf = np.empty(shape, dtype)
-            setattr(self, name, buf)
-        return buf[:shape[0]]
-
-    def _convert(self, part, out: np.ndarray) -> None:
-        src = _numpy(part)
-        if not is_float(part):  # uint8 -> uint8 (odd size) or uint16 (x257 maps 255 to 65535 exactly)
-            np.multiply(src, 1 if self.bit_depth == 8 else 257, out=out, casting="unsafe")
+        if len(self._ring) != self.AHEAD + 1 or self._ring[0].shape != (h2, w2, 3):
+            self._ring = [np.empty((h2, w2, 3), self.dtype) for _ in range(self.AHEAD + 1)]
+        if not is_float(chunk):  # uint8 that needs padding or widening: cheap, no thread
+            for i in range(n):
+                out = self._ring[i % len(self._ring)]
+                np.multiply(_numpy(chunk[i]), 1 if self.bit_depth == 8 else 257, out=out[:h, :w], casting="unsafe")
+                pad_even(out[None], h, w)
+                yield out
             return
-        tmp = self._buffer("_scratch", src.shape, np.float32)
-        # x*scale + 0.5, then clamp; fmax/fmin (not clip) map NaN to the bound, so NaN becomes 0.
-        np.multiply(src, self.scale, out=tmp, casting="unsafe")
-        np.add(tmp, 0.5, out=tmp)
-        np.fmax(tmp, 0.0, out=tmp)
-        np.fmin(tmp, self.scale, out=tmp)
-        np.copyto(out, tmp, casting="unsafe")  # truncation after +0.5 rounds to nearest
+        if self._pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix="broadcast-export-convert")
+        pending: list = []
+        try:
+            for i in range(min(self.AHEAD, n)):
+                pending.append(self._pool.submit(self._convert_frame, chunk[i], self._ring[i % len(self._ring)], h, w))
+            for i in range(n):
+                out = pending.pop(0).result()
+                if i + self.AHEAD < n:
+                    j = i + self.AHEAD
+                    pending.append(self._pool.submit(self._convert_frame, chunk[j], self._ring[j % len(self._ring)],
+                                                     h, w))
+                yield out
+        finally:  # a stopped consumer (cancel, error) must not leave the helper writing into the ring
+            for future in pending:
+                future.cancel()
+            for future in pending:
+                if not future.cancelled():
+                    future.exception()
+
+    def _convert_frame(self, frame, out: np.ndarray, h: int, w: int) -> np.ndarray:
+        src = _numpy(frame)
+        rows = max(1, BLOCK_BYTES // (w * 3 * 4))
+        if self._block is None or self._block.shape != (rows, w, 3):
+            self._block = np.empty((rows, w, 3), np.float32)
+        for r in range(0, h, rows):
+            s = src[r:r + rows]
+            b = self._block[:s.shape[0]]
+            # x*scale + 0.5, then clamp; fmax/fmin (not clip) map NaN to the bound, so NaN becomes 0.
+            np.multiply(s, self.scale, out=b, dtype=np.float32, casting="unsafe")
+            np.add(b, 0.5, out=b)
+            np.fmax(b, 0.0, out=b)
+            np.fmin(b, self.scale, out=b)
+            np.copyto(out[r:r + s.shape[0], :w], b, casting="unsafe")  # truncation after +0.5 rounds to nearest
+        pad_even(out[None], h, w)
+        return out
 
 
 def _numpy(t) -> np.ndarray:
@@ -140,8 +172,8 @@ def rgb_to_yuv420(chunk: torch.Tensor, bit_depth: int = 8) -> torch.Tensor:
     """RGB frames -> BT.601 limited-range 4:2:0, computed where `chunk` lives (the GPU route).
 
     Returns `[N, H2*3/2, W2]`: NV12 (Y plane, then interleaved UV) as uint8 at 8 bit, or planar yuv420p10le
-    (Y, U, V) as int16 holding 0-1023 at 10 bit (PyAV has no p010le import; the encoder's format is reached by one swscale
-    repack). Chroma is the mean of each 2x2 block. Input uint8 (0-255) or float (0-1, NaN -> 0, clamped).
+    (Y, U, V) as int16 holding 0-1023 at 10 bit (PyAV has no p010le import; the encoder's format is reached by one
+    swscale repack). Chroma is the mean of each 2x2 block. Input uint8 (0-255) or float (0-1, NaN -> 0, clamped).
     """
     x = chunk.float()
     if not is_float(chunk):
@@ -182,6 +214,9 @@ class DeviceYUV:
     def __init__(self, bit_depth: int):
         self.bit_depth = bit_depth
         self.format = yuv_format(bit_depth)
+
+    def close(self) -> None:
+        pass
 
     def frames(self, chunk) -> Iterator[np.ndarray]:
         if isinstance(chunk, np.ndarray):

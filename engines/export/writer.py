@@ -32,6 +32,9 @@ from .encoders import Probe, choose_encoder, warn_fallback
 from .frames import DeviceYUV, HostRGB, check_chunk, is_on_gpu, yuv_format
 
 
+X265_MIN_SIZE = 64
+
+
 @dataclass(frozen=True)
 class ExportResult:
     """What was written, and every way it differs from what was asked."""
@@ -193,6 +196,7 @@ class VideoWriter:
                 audio_seconds = total / self.audio.sample_rate
             self._container.close()
             self._container = None
+            self._converter.close()
             os.replace(self.tmp, self.path)
         except BaseException:
             self.abort()
@@ -212,6 +216,8 @@ class VideoWriter:
     def abort(self) -> None:
         """Stop and delete the partial file. Safe to call more than once."""
         self._closed = True
+        if self._converter is not None:
+            self._converter.close()
         container, self._container = self._container, None
         if container is not None:
             try:
@@ -251,6 +257,12 @@ class VideoWriter:
 
     def _start(self, codec: str, width: int, height: int, host_format: Optional[str]) -> None:
         import av
+
+        if codec == "libx265" and min(width, height) < X265_MIN_SIZE:
+            # The libx265 bundled with PyAV corrupts the heap on frames smaller than one 64x64 CTU (seen as
+            # "free(): invalid next size" at exit); refuse instead of crashing ComfyUI later.
+            raise InputError("images", f"frames at least {X265_MIN_SIZE}x{X265_MIN_SIZE} for x265/HEVC",
+                             f"{width}x{height}", "Use encoder x264 for frames this small.")
 
         plan = S.codec_plan(codec, self.settings, self.rate, host_format)
         options = {"movflags": "+faststart"} if self.settings.faststart else {}

@@ -44,8 +44,15 @@ def test_auto_falls_back_to_libx264_with_one_warning_and_says_so(tmp_path, caplo
 def test_explicit_nvenc_hevc_falls_back_to_x265(tmp_path):
     settings = EncodeSettings(encoder="nvenc_hevc", preset="p1")
     with VideoWriter(tmp_path / "h.mp4", 24, settings=settings, probe=no_nvenc) as w:
-        w.write(FRAMES)
+        w.write(np.full((2, 64, 96, 3), 100, np.uint8))
     assert w.result.encoder == "libx265" and "hevc_nvenc unavailable" in w.result.fallback
+
+
+def test_x265_refuses_frames_below_one_ctu(tmp_path):
+    with pytest.raises(InputError, match=r"images: expected frames at least 64x64 for x265/HEVC, got 48x32"):
+        with VideoWriter(tmp_path / "t.mp4", 24, settings=EncodeSettings(encoder="x265")) as w:
+            w.write(FRAMES)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_nvenc_that_passes_the_probe_but_refuses_the_stream_falls_back(tmp_path):
