@@ -265,27 +265,58 @@ class BroadcastMuseTalkLipSync(io.ComfyNode):
                                tooltip="Output frame rate; 0 = the avatar's."),
                 io.Combo.Input("loop_mode", options=list(LOOP_MODES), default="loop",
                                tooltip="loop: the avatar repeats from the start; ping-pong: forward then backward."),
+                io.Boolean.Input("stream_to_file", default=False,
+                                 tooltip="Encode frames (with the speech) to an MP4 in the output folder as they are "
+                                         "rendered, so a long clip never exists whole in memory; the images output "
+                                         "is then the last frame only."),
+                io.String.Input("filename_prefix", default="broadcast/musetalk",
+                                tooltip="Output name inside ComfyUI's output folder when streaming."),
             ],
             outputs=[
                 io.Image.Output("images", display_name="images"),
                 io.Audio.Output("audio_out", display_name="audio", tooltip="The input speech, unchanged."),
                 io.Float.Output("fps_out", display_name="fps", tooltip="The output frame rate."),
+                io.String.Output("path", display_name="path", tooltip="The streamed MP4 (empty when not streaming)."),
             ],
         )
 
     @classmethod
-    def validate_inputs(cls, loop_mode=None):
+    def validate_inputs(cls, loop_mode=None, filename_prefix=None):
         if loop_mode is not None and loop_mode not in LOOP_MODES:
             return f"loop_mode: expected one of {', '.join(LOOP_MODES)}, got {loop_mode!r}."
+        if filename_prefix is not None:
+            from ..engines.export.paths import check_prefix
+
+            try:
+                check_prefix(filename_prefix)
+            except InputError as exc:
+                return str(exc)
         return True
 
     @classmethod
-    def execute(cls, musetalk_model, avatar, audio, batch_size, stride, fps, loop_mode) -> io.NodeOutput:
+    def execute(cls, musetalk_model, avatar, audio, batch_size, stride, fps, loop_mode, stream_to_file=False,
+                filename_prefix="broadcast/musetalk") -> io.NodeOutput:
         settings = LipSyncSettings(batch_size=int(batch_size), stride=int(stride), fps=float(fps) or None,
                                    loop_mode=loop_mode)
+        out_fps = float(settings.fps or avatar.fps)
         nets, device = musetalk_model.ready()
-        frames = lipsync(nets, avatar, audio, settings, device=device, progress=comfy_bridge.progress(1))
-        return io.NodeOutput(frames, audio, float(settings.fps or avatar.fps))
+        if not stream_to_file:
+            frames = lipsync(nets, avatar, audio, settings, device=device, progress=comfy_bridge.progress(1))
+            return io.NodeOutput(frames, audio, out_fps, "")
+        from ..engines.export import AudioTrack, VideoWriter, next_output
+
+        target = next_output(comfy_bridge.output_dir(), filename_prefix)
+        last = []
+
+        def write(chunk):
+            writer.write(chunk)
+            last[:] = [chunk[-1:].clone()]
+
+        with VideoWriter(target.path, out_fps, audio=AudioTrack.from_comfy(audio)) as writer:
+            lipsync(nets, avatar, audio, settings, device=device, sink=write, progress=comfy_bridge.progress(1))
+        log.info("Broadcast MuseTalk: %s", writer.result.summary())
+        preview = ui.PreviewVideo([ui.SavedResult(target.filename, target.subfolder, io.FolderType.output)])
+        return io.NodeOutput(last[0], audio, out_fps, str(writer.result.path), ui=preview)
 
 
 NODES = [BroadcastMuseTalkLoader, BroadcastFaceTrack, BroadcastMuseTalkAvatar, BroadcastMuseTalkLipSync]

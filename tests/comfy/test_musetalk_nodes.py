@@ -1,0 +1,122 @@
+"""The MuseTalk node chain through a real ComfyUI on the CPU with the tiny networks: load video and speech, track,
+precompile (then reuse) the avatar, lip-sync, export with audio; streaming to a file; bad inputs."""
+import math
+
+import av
+import pytest
+
+from engines.export import reader
+from engines.musetalk.avatar import CACHE_NAMESPACE
+from tests.fixtures.tiny_musetalk import install_tiny_musetalk, write_inputs
+
+EXPORT = {"fps": 10.0, "encoder": "auto", "preset": "auto", "tune": "auto", "rate_control": "cq", "quality": 19,
+          "bitrate_kbps": 8000, "gop_seconds": 1.0, "bit_depth": "8", "faststart": True, "audio_mode": "match_video",
+          "audio_bitrate_kbps": 192}
+AVATAR = {"crop_top": 0.08, "crop_bottom": 0.22, "crop_side": 0.0, "mouth_feather": 0.5, "batch_size": 4}
+LIPSYNC = {"batch_size": 4, "stride": 2, "fps": 0.0, "loop_mode": "loop", "stream_to_file": False,
+           "filename_prefix": "broadcast/musetalk_test"}
+
+
+@pytest.fixture(scope="module")
+def inputs(comfy):
+    install_tiny_musetalk(comfy.models_dir)
+    return write_inputs(comfy.input_dir, loop_frames=6, fps=10.0, seconds=1.0)
+
+
+def chain(loop_file, speech_file, *, track=None, lipsync=None, model="tiny-musetalk",
+          export_prefix="broadcast/musetalk_t", frame_cap=0):
+    prompt = {
+        "1": {"class_type": "BroadcastLoadVideo",
+              "inputs": {"video": loop_file, "frame_cap": frame_cap, "skip_first_frames": 0, "target_fps": 0.0}},
+        "2": {"class_type": "BroadcastLoadAudio",
+              "inputs": {"audio_file": speech_file, "start_seconds": 0.0, "duration_seconds": 0.0}},
+        "3": {"class_type": "BroadcastMuseTalkLoader", "inputs": {"model_name": model, "precision": "auto"}},
+        "4": {"class_type": "BroadcastFaceTrack",
+              "inputs": {"images": ["1", 0], "detector": "auto", "detect_every": 2, "proxy_size": 160, "box": "",
+                         **(track or {})}},
+        "5": {"class_type": "BroadcastMuseTalkAvatar",
+              "inputs": {**AVATAR, "musetalk_model": ["3", 0], "images": ["1", 0], "face_track": ["4", 0],
+                         "fps": ["1", 2]}},
+        "6": {"class_type": "BroadcastMuseTalkLipSync",
+              "inputs": {**LIPSYNC, **(lipsync or {}), "musetalk_model": ["3", 0], "avatar": ["5", 0],
+                         "audio": ["2", 0]}},
+    }
+    if export_prefix:
+        prompt["7"] = {"class_type": "BroadcastExportVideo",
+                       "inputs": {**EXPORT, "filename_prefix": export_prefix, "images": ["6", 0], "audio": ["6", 1],
+                                  "fps": ["6", 2]}}
+    return prompt
+
+
+def _avatars(comfy):
+    root = comfy.models_dir / "broadcast_cache" / CACHE_NAMESPACE
+    return sorted(p.name for p in root.iterdir() if not p.name.startswith(".")) if root.is_dir() else []
+
+
+def test_nodes_are_listed_with_their_types(comfy, inputs):
+    info = comfy.object_info()
+    assert info["BroadcastMuseTalkLoader"]["output"] == ["BROADCAST_MUSETALK_MODEL"]
+    assert info["BroadcastFaceTrack"]["output"] == ["BROADCAST_FACE_TRACK"]
+    assert info["BroadcastMuseTalkAvatar"]["output"] == ["BROADCAST_MUSETALK_AVATAR"]
+    assert info["BroadcastMuseTalkLipSync"]["output"][:2] == ["IMAGE", "AUDIO"]
+    assert info["BroadcastMuseTalkLipSync"]["output_name"][:2] == ["images", "audio"]
+    assert "tiny-musetalk" in info["BroadcastMuseTalkLoader"]["input"]["required"]["model_name"][1]["options"]
+    assert info["BroadcastFaceTrack"]["input"]["optional"]["mask"][0] == "MASK"
+
+
+def test_chain_exports_lipsynced_video_with_audio_and_reuses_the_avatar(comfy, inputs):
+    loop_file, speech_file = inputs
+    entry = comfy.run(chain(loop_file, speech_file, export_prefix="broadcast/musetalk_chain"))
+    item = entry["outputs"]["7"]["images"][0]
+    path = comfy.output_dir / item["subfolder"] / item["filename"]
+    info = reader.probe(path)
+    assert (info.width, info.height) == (192, 256)
+    assert info.frame_count == math.floor(1.0 * 10)                  # output length follows the audio
+    with av.open(str(path)) as c:
+        assert c.streams.audio[0].codec_context.name == "aac"
+    assert len(_avatars(comfy)) == 1
+    assert "precompiled" in entry["outputs"]["5"]["text"][0]
+    # Same frames again, but through a changed loader setting (a cap equal to the clip's length), so ComfyUI's own
+    # cache does not skip the nodes: the avatar node runs and loads the avatar from the pack's cache.
+    again = comfy.run(chain(loop_file, speech_file, frame_cap=6, lipsync={"stride": 1}))
+    assert "loaded from cache" in again["outputs"]["5"]["text"][0]
+    assert len(_avatars(comfy)) == 1
+
+
+def test_streaming_to_file_writes_the_clip_and_returns_the_last_frame(comfy, inputs):
+    loop_file, speech_file = inputs
+    entry = comfy.run(chain(loop_file, speech_file, lipsync={"stream_to_file": True, "batch_size": 3,
+                                                            "filename_prefix": "broadcast/musetalk_stream"},
+                            export_prefix="broadcast/musetalk_last_frame"))
+    item = entry["outputs"]["6"]["images"][0]
+    path = comfy.output_dir / item["subfolder"] / item["filename"]
+    assert path.name.startswith("musetalk_stream_") and path.suffix == ".mp4"
+    assert reader.probe(path).frame_count == 10
+    with av.open(str(path)) as c:
+        assert len(c.streams.audio) == 1
+
+
+def test_fixed_box_track_skips_the_detector(comfy, inputs):
+    loop_file, speech_file = inputs
+    entry = comfy.run(chain(loop_file, speech_file, track={"box": "40, 30, 110, 100"}))
+    assert "(box)" in entry["outputs"]["4"]["text"][0]
+
+
+def test_missing_model_folder_is_a_clear_error(comfy, inputs):
+    loop_file, speech_file = inputs
+    broken = comfy.models_dir / "musetalk" / "half-copied"
+    (broken / "musetalkV15").mkdir(parents=True, exist_ok=True)
+    (broken / "musetalkV15" / "musetalk.json").write_text("{}")
+    err = comfy.run_error(chain(loop_file, speech_file, model="half-copied"))
+    assert "model_name" in err["exception_message"]
+    assert "musetalkV15/unet" in err["exception_message"] and "whisper/preprocessor_config.json" in err["exception_message"]
+
+
+def test_no_face_anywhere_names_the_images(comfy, inputs, tmp_path):
+    from tests.fixtures.tiny_musetalk import write_clip
+    import torch
+
+    write_clip(comfy.input_dir / "musetalk_blank.mp4", torch.full((4, 64, 64, 3), 0.4), 10.0)
+    err = comfy.run_error(chain("musetalk_blank.mp4", inputs[1]))
+    assert err["node_type"] == "BroadcastFaceTrack"
+    assert "images" in err["exception_message"] and "face" in err["exception_message"]
