@@ -288,7 +288,8 @@ class ComfyServer(ComfyClient):
     def command(self) -> list[str]:
         return [self.python, str(self.comfyui_path / "main.py"), "--cpu", "--listen", "127.0.0.1",
                 "--port", str(self.port), "--base-directory", str(self.base_dir),
-                "--output-directory", str(self.output_dir), "--temp-directory", str(self.temp_dir),
+                # ComfyUI appends "temp" to --temp-directory, so the base folder makes <base>/temp.
+                "--output-directory", str(self.output_dir), "--temp-directory", str(self.base_dir),
                 "--input-directory", str(self.input_dir), "--user-directory", str(self.user_dir),
                 "--database-url", f"sqlite:///{self.base_dir / 'comfyui.db'}", "--disable-auto-launch",
                 *self.extra_args]

@@ -168,7 +168,7 @@ def _remote_dirs(client: ComfyClient) -> Optional[dict]:
     if base is None or not Path(base).is_dir():
         return None
     return {"output": arg("--output-directory") or str(Path(base) / "output"),
-            "temp": arg("--temp-directory") or str(Path(base) / "temp"),
+            "temp": str(Path(arg("--temp-directory") or base) / "temp"),  # ComfyUI appends "temp" to the flag
             "input": arg("--input-directory") or str(Path(base) / "input")}
 
 

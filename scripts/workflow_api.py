@@ -21,7 +21,8 @@ UPLOAD_FLAGS = ("image_upload", "video_upload", "audio_upload")
 EXPORT_HINT = "Open it in the ComfyUI editor and use Workflow > Export (API), then run that file."
 
 # Which models folder a combo input of a loader names (for the missing-model report).
-# "*" = every combo input of the node that names a file or folder.
+# "*" = every combo input of the node whose name says it picks a file or folder (FILE_INPUT_WORDS).
+FILE_INPUT_WORDS = ("model", "name", "file", "video", "audio", "image", "ckpt", "checkpoint")
 MODEL_FOLDERS: dict[str, dict[str, str]] = {
     "CheckpointLoaderSimple": {"ckpt_name": "checkpoints"},
     "CheckpointLoader": {"ckpt_name": "checkpoints", "config_name": "configs"},
@@ -293,7 +294,9 @@ def check_prompt(prompt: dict, object_info: dict) -> list[str]:
             choices = combo_choices(spec)
             if choices is None or not isinstance(value, str) or value in choices:
                 continue
-            folder = folders.get(name) or (folders.get("*") if folders else None)
+            folder = folders.get(name)
+            if folder is None and "*" in folders and any(w in name for w in FILE_INPUT_WORDS):
+                folder = folders["*"]
             if folder == "input":
                 problems.append(f"node {node_id} ({class_type}) input {name}: file {value!r} is not in ComfyUI's "
                                 "input folder")
