@@ -121,3 +121,18 @@ def test_incomplete_model_folder_names_the_missing_files(tiny):
     assert error["node_type"] == "BroadcastSam3Loader"
     message = error["exception_message"]
     assert "broken" in message and "model.safetensors" in message and "tokenizer.json" in message
+
+
+def test_per_object_mode_with_model_kept_loaded(tiny):
+    graph = _graph()
+    graph["4"]["inputs"].update(output_mode="per object", keep_loaded=True, detect_interval=2)
+    graph["13"]["inputs"]["mask"] = ["4", 4]   # mask_4 instead of mask_3
+    history = tiny.run(graph)
+    union, first, second, fourth = (_saved(tiny, history, n) for n in ("20", "21", "22", "23"))
+    assert union[0].any() and first.any()
+    # Each object's mask lies inside the union (here at most four objects: max_objects is 4).
+    assert (np.maximum.reduce([first, second, fourth]) <= union).all()
+    # The model stays usable for a second run after being kept loaded.
+    graph["4"]["inputs"]["keep_loaded"] = False
+    graph["4"]["inputs"]["mask_threshold"] = 0.6
+    assert tiny.run(graph)["outputs"]
