@@ -42,8 +42,13 @@ def _load_families():
             continue
         try:
             mod = importlib.import_module(f".nodes.{module}", __name__)
-        except ImportError as exc:
-            log.warning("Broadcast Avatar: %s nodes disabled: %s", family, exc, exc_info=True)
+            # ComfyUI builds every schema after this list is returned, and one that raises drops every node after
+            # it; building them here keeps a broken family from taking the others down.
+            for node_cls in mod.NODES:
+                node_cls.GET_SCHEMA()
+        except Exception as exc:
+            log.warning("Broadcast Avatar: %s nodes disabled: %s: %s", family, type(exc).__name__, exc,
+                        exc_info=not isinstance(exc, ImportError))
             continue
         nodes.extend(mod.NODES)
     return nodes

@@ -2,8 +2,9 @@
 
 The pack is loaded the way ComfyUI 0.3.75 loads a custom-node folder (`spec_from_file_location` under the folder's
 path as module name, so the package's relative imports resolve against it), in a fresh Python with ComfyUI on
-sys.path. Before the pack registers its nodes, FAMILIES gets two extra entries: one needing a package that does not
-exist, one whose nodes module does not exist (its import fails). Then `comfy_entrypoint()` runs as ComfyUI would.
+sys.path. Before the pack registers its nodes, FAMILIES gets three extra entries: one needing a package that does
+not exist, one whose nodes module does not exist (its import fails), one whose node schema is invalid. Then
+`comfy_entrypoint()` runs as ComfyUI would.
 """
 from __future__ import annotations
 
@@ -41,6 +42,22 @@ real = {family: entry[0] for family, entry in module.FAMILIES.items()}
 module.FAMILIES["ghost"] = ("export", [("ghost_package_for_guard_test", "ghost-package")])
 module.FAMILIES["broken"] = ("module_that_is_not_there", [])
 
+# A family whose node schema is invalid in 0.3.75 (an input and an output share an id).
+import types
+from comfy_api.latest import io
+class BroadcastGuardBroken(io.ComfyNode):
+    @classmethod
+    def define_schema(cls):
+        return io.Schema(node_id="BroadcastGuardBroken", display_name="Broadcast Guard Broken",
+                         category="Broadcast/test", inputs=[io.Int.Input("same")], outputs=[io.Int.Output("same")])
+    @classmethod
+    def execute(cls, same):
+        return io.NodeOutput(same)
+fake = types.ModuleType(module_name + ".nodes.guard_broken_schema")
+fake.NODES = [BroadcastGuardBroken]
+sys.modules[fake.__name__] = fake
+module.FAMILIES["badschema"] = ("guard_broken_schema", [])
+
 async def load():
     extension = await module.comfy_entrypoint()
     return await extension.get_node_list()
@@ -76,9 +93,16 @@ def test_failing_nodes_module_disables_only_its_family(guarded_load):
     assert "module_that_is_not_there" in broken[0]
 
 
+def test_invalid_schema_disables_only_its_family(guarded_load):
+    bad = [line for line in guarded_load["log"] if "badschema" in line]
+    assert len(bad) == 1, f"expected one log line for the family with an invalid schema, got {bad}"
+    assert "BroadcastGuardBroken" not in guarded_load["nodes"]
+
+
 def test_other_families_still_load(guarded_load):
     assert guarded_load["real"], "FAMILIES is empty"
-    others = [line for line in guarded_load["log"] if "ghost" not in line and "broken" not in line]
+    others = [line for line in guarded_load["log"]
+              if not any(word in line for word in ("ghost", "broken", "badschema"))]
     assert others == [], f"real families were disabled: {others}"
     not_loaded = sorted(set(guarded_load["real"].values()) - set(guarded_load["modules"]))
     assert not_loaded == [], f"nodes modules whose nodes did not load: {not_loaded}"
