@@ -50,12 +50,12 @@ def _demo_export(comfy: Any) -> dict:
     return {}
 
 
-# -- ditto (issue 7) -----------------------------------------------------------------------------------------------
-def _ditto_talking_head(comfy: Any) -> dict:
-    """Tiny random Ditto (upstream layout), a synthetic portrait and 24 kHz speech in the input folder."""
-    from tests.fixtures import tiny_ditto
+# -- wardrobe VACE (issue 8) ----------------------------------------------------------------------------------------
+def _wardrobe_vace(comfy: Any) -> dict:
+    """Tiny random Wan 2.1 VACE weights, the synthetic wardrobe clip, its masks in the mask cache (no SAM3)."""
+    from tests.fixtures import vace_wardrobe
 
-    return tiny_ditto.prepare_workflow(comfy)
+    return vace_wardrobe.prepare(comfy)
 
 
 # -- wardrobe (issue 3) ---------------------------------------------------------------------------------------------
@@ -87,20 +87,28 @@ def _wardrobe_minimax_h3(comfy: Any) -> dict:
     return {}
 
 
+# -- ditto (issue 7) -----------------------------------------------------------------------------------------------
+def _ditto_talking_head(comfy: Any) -> dict:
+    """Tiny random Ditto (upstream layout), a synthetic portrait and 24 kHz speech in the input folder."""
+    from tests.fixtures import tiny_ditto
+
+    return tiny_ditto.prepare_workflow(comfy)
+
+
+# -- musetalk (issue 6) --------------------------------------------------------------------------------------------
+def _musetalk_lipsync(comfy: Any) -> dict:
+    """Tiny random MuseTalk (upstream layout), an astronaut avatar loop clip and a speech-like wav."""
+    from tests.fixtures import tiny_musetalk
+
+    return tiny_musetalk.prepare_workflow(comfy)
+
+
 # -- omnivoice (issue 5) -------------------------------------------------------------------------------------------
 def _tts_master(comfy: Any) -> dict:
     """Tiny random OmniVoice and a synthetic 3 s reference clip in the input folder."""
     from tests.fixtures import tiny_omnivoice
 
     return tiny_omnivoice.prepare_tts_workflow(comfy)
-
-
-# -- wardrobe VACE (issue 8) ----------------------------------------------------------------------------------------
-def _wardrobe_vace(comfy: Any) -> dict:
-    """Tiny random Wan 2.1 VACE weights, the synthetic wardrobe clip, its masks in the mask cache (no SAM3)."""
-    from tests.fixtures import vace_wardrobe
-
-    return vace_wardrobe.prepare(comfy)
 
 
 CASES: dict[str, WorkflowCase] = {
@@ -110,9 +118,10 @@ CASES: dict[str, WorkflowCase] = {
     # Core's MiniMax H3 nodes are newer than the test ComfyUI (0.3.75): only loaded, exactly these are missing.
     "wardrobe_minimax_h3": WorkflowCase(prepare=_wardrobe_minimax_h3, runs_on_test_comfy=False,
                                         expected_missing=("MiniMaxH3ReferenceToVideo", "MiniMaxH3SigmaShift")),
+    "wardrobe_vace": WorkflowCase(prepare=_wardrobe_vace),
     "ditto_talking_head": WorkflowCase(prepare=_ditto_talking_head),
     "tts_master": WorkflowCase(prepare=_tts_master),
-    "wardrobe_vace": WorkflowCase(prepare=_wardrobe_vace),
+    "musetalk_lipsync": WorkflowCase(prepare=_musetalk_lipsync),
     # The UMT5-XXL text encoder (about 11 GB) cannot be made small: this workflow is only loaded.
     "wardrobe_vace_prompt": WorkflowCase(runs_on_test_comfy=False),
 }
