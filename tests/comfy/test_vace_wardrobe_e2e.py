@@ -138,9 +138,23 @@ def test_segmenter_skipped_and_export_written(vace_run, comfy):
 
 
 def test_too_short_length_is_refused_with_the_value_to_use(vace_run, comfy):
-    overrides = dict(vace_run["overrides"], **{"WanVaceToVideo.length": 5})
+    short = vace_wardrobe.FRAMES - 4  # one latent frame less than the clip needs
+    overrides = dict(vace_run["overrides"], **{"WanVaceToVideo.length": short})
     prompt = prepare_prompt(vace_wardrobe.shipped_workflow(), overrides, comfy.object_info())
     error = comfy.run_error(prompt)
     assert error["node_type"] == "BroadcastVaceSamplerMask"
-    assert "sampler_mask: expected at most 5 frames" in error["exception_message"]
+    assert f"sampler_mask: expected at most {short} frames" in error["exception_message"]
     assert f"length to {vace_wardrobe.FRAMES}" in error["exception_message"]
+
+
+def test_latent_noise_mask_option_samples_and_keeps_the_output_exact(vace_run, comfy):
+    """set_noise_mask writes [1, 1, reference + T, h, w] into the LATENT; core's sampler takes it as it is."""
+    overrides = dict(vace_run["overrides"], **{"Vace Sampler Mask.set_noise_mask": True})
+    prompt, taps = _with_taps(vace_wardrobe.shipped_workflow())
+    entry = run(prompt, overrides, comfy, timeout=240)
+    decoded, out = _frames(comfy, entry, taps["decoded"]), _frames(comfy, entry, taps["final"])
+    src = vace_run["frames"]["source"]
+    truth = vace_wardrobe.clip()
+    garment, hands = truth["garment"].numpy() > 0.5, truth["hands"].numpy() > 0.5
+    assert not np.array_equal(decoded, vace_run["frames"]["decoded"]), "the noise mask changed nothing"
+    assert np.array_equal(out[~garment], src[~garment]) and np.array_equal(out[hands], src[hands])
