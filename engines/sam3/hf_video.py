@@ -169,8 +169,9 @@ class TransformersSegmenter:
     # -- helpers --------------------------------------------------------------------------------------------------
     def _pixels(self, frame: torch.Tensor) -> torch.Tensor:
         """One frame ``(H, W, 3)`` float 0-1 -> the model's normalised ``(3, S, S)`` input, via the processor."""
-        chw = frame[..., :3].permute(2, 0, 1).float().clamp(0, 1)
-        batch = self.bundle.processor(images=chw, do_rescale=False, return_tensors="pt")
+        # Resized on the compute device: one full-size frame crosses to the GPU, not a CPU resize per frame.
+        chw = frame[..., :3].to(self.device).permute(2, 0, 1).float().clamp(0, 1)
+        batch = self.bundle.processor(images=chw, do_rescale=False, return_tensors="pt", device=self.device)
         return batch["pixel_values"][0]
 
     def _tracked(self, obj_id: int, logits: torch.Tensor, score: float) -> TrackedMask:

@@ -16,6 +16,15 @@ from tests.fixtures.tiny_sam3 import install_tiny_sam3
 OPEN = MaskSettings(detection_threshold=0.0, detect_interval=4, max_objects=4)
 
 
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """The tiny model's ops are too small to gain from threads; on a shared CPU extra threads only spin."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="module")
 def tiny_folder(tmp_path_factory):
     return install_tiny_sam3(tmp_path_factory.mktemp("models"))
