@@ -7,6 +7,8 @@ with intonation and vibrato, vowel-like formant weighting) in syllables and shor
 arguments give the same pixels and samples.
 
     make_sample_clip(Path(input_dir) / "broadcast_sample.mp4")   # 256x448, 24 fps, 4 s, 48 kHz stereo
+
+From a shell (repository root): `python -m engines.export.sample <ComfyUI input folder>` writes it there.
 """
 from __future__ import annotations
 
@@ -125,3 +127,11 @@ def make_sample_clip(path: os.PathLike | str, *, width: int = 256, height: int =
             n = min(24, count - start)
             writer.write(presenter_frames(width, height, fps, envelope, sample_rate, n, first=start))
     return Path(path)
+
+
+if __name__ == "__main__":
+    import sys
+
+    if len(sys.argv) != 2:
+        sys.exit("usage: python -m engines.export.sample <folder>   (writes <folder>/" + SAMPLE_NAME + ")")
+    print(make_sample_clip(Path(sys.argv[1]) / SAMPLE_NAME))

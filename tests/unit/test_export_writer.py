@@ -57,11 +57,13 @@ def test_sharp_graphics_lose_only_what_420_chroma_loses(tmp_path):
     assert psnr(decode(tmp_path / "g.mp4"), frames) > cap - 1.0
 
 
+@pytest.mark.parametrize("bit_depth", [8, 10])
 @pytest.mark.parametrize("conversion", ["swscale", "device"])
 @pytest.mark.parametrize("rgb", [(0.5, 0.5, 0.5), (0.87, 0.64, 0.52), (0.55, 0.36, 0.27), (0.1, 0.1, 0.1)])
-def test_flat_grey_and_skin_within_two_levels(tmp_path, conversion, rgb):
+def test_flat_grey_and_skin_within_two_levels(tmp_path, conversion, rgb, bit_depth):
     frame = torch.tensor(rgb).expand(4, 64, 64, 3).contiguous()
-    with VideoWriter(tmp_path / "f.mp4", 24, settings=X264, conversion=conversion) as w:
+    settings = EncodeSettings(encoder="x264", bit_depth=bit_depth)
+    with VideoWriter(tmp_path / "f.mp4", 24, settings=settings, conversion=conversion) as w:
         w.write(frame)
     got = decode(tmp_path / "f.mp4")[:, 8:56, 8:56].reshape(-1, 3).astype(np.float64)
     want = np.array(rgb) * 255
