@@ -112,9 +112,10 @@ class BroadcastExportVideo(io.ComfyNode):
         try:
             if filename_prefix is not None:
                 check_prefix(filename_prefix)
-            for name, value, options in (("encoder", encoder, S.ENCODER_CHOICES), ("preset", preset, S.PRESET_CHOICES),
-                                         ("tune", tune, S.TUNE_CHOICES), ("rate_control", rate_control, S.RATE_CONTROLS),
-                                         ("bit_depth", bit_depth, ("8", "10")), ("audio_mode", audio_mode, S.AUDIO_MODES)):
+            combos = (("encoder", encoder, S.ENCODER_CHOICES), ("preset", preset, S.PRESET_CHOICES),
+                      ("tune", tune, S.TUNE_CHOICES), ("rate_control", rate_control, S.RATE_CONTROLS),
+                      ("bit_depth", bit_depth, ("8", "10")), ("audio_mode", audio_mode, S.AUDIO_MODES))
+            for name, value, options in combos:
                 if value is not None and str(value) not in options:
                     raise InputError(name, f"one of {', '.join(options)}", repr(value))
         except InputError as exc:

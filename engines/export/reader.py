@@ -40,7 +40,8 @@ def _open(path: os.PathLike | str, input_name: str):
     try:
         return av.open(str(path))
     except Exception as exc:
-        raise InputError(input_name, "a media file FFmpeg can read", f"'{os.path.basename(str(path))}' ({exc})") from exc
+        given = f"'{os.path.basename(str(path))}' ({exc})"
+        raise InputError(input_name, "a media file FFmpeg can read", given) from exc
 
 
 def probe(path: os.PathLike | str, input_name: str = "video") -> VideoInfo:
