@@ -112,6 +112,8 @@ class TransformersSegmenter:
         self.session = None
         self.detector_calls = 0
         self._saved: dict = {}
+        tracker = bundle.model.tracker_model.config
+        self._memory_reach = max(int(tracker.num_maskmem), int(tracker.max_object_pointers_in_encoder))
 
     # -- FrameSegmenter -------------------------------------------------------------------------------------------
     def start(self, prompts: Sequence[str], height: int, width: int, settings: MaskSettings) -> None:
@@ -180,10 +182,19 @@ class TransformersSegmenter:
                            logits=logits.detach(), score=float(score))
 
     def _forget_frame(self, frame_idx: int) -> None:
-        """Free the processed frame: later frames need only the memory bank, not the pixels.
+        """Free what later frames cannot use: the processed pixels and memories past the tracker's reach.
 
-        The entry itself stays (as an empty tensor): the tracker counts the session's frames to decide how many
+        The frame's entry stays (as an empty tensor): the tracker counts the session's frames to decide how many
         past object pointers to attend to, and with the entry removed it would attend to none and return NaN.
+        Propagated (non-conditioning) outputs are read back only `num_maskmem` frames for the memory bank and
+        `max_object_pointers_in_encoder` frames for object pointers; older ones would pile up for the whole clip
+        (per object and frame, a memory map at the model's feature size), so they are dropped.
         """
-        if self.session.processed_frames is not None and frame_idx in self.session.processed_frames:
-            self.session.processed_frames[frame_idx] = _FORGOTTEN
+        session = self.session
+        if session.processed_frames is not None and frame_idx in session.processed_frames:
+            session.processed_frames[frame_idx] = _FORGOTTEN
+        oldest = frame_idx - self._memory_reach
+        for outputs in session.output_dict_per_obj.values():
+            non_cond = outputs["non_cond_frame_outputs"]
+            for stale in [t for t in non_cond if t < oldest]:
+                del non_cond[stale]

@@ -119,3 +119,32 @@ def test_other_model_type_is_refused(tiny_folder, tmp_path):
     (other / "config.json").write_text('{"model_type": "sam3"}')
     with pytest.raises(InputError, match="model_type 'sam3'"):
         check_folder(other)
+
+
+def test_dropping_memories_past_the_trackers_reach_changes_nothing(tiny_folder):
+    """Pruned propagation memories (older than num_maskmem / max_object_pointers_in_encoder frames) were never
+    going to be read: the masks are identical to a run that keeps everything, and the bank stays bounded."""
+    bundle = load_sam3_video(tiny_folder)
+    frames = torch.rand(24, 32, 32, 3, generator=torch.Generator().manual_seed(3))
+    settings = MaskSettings(detection_threshold=0.0, detect_interval=6, max_objects=2)
+
+    class KeepAll(TransformersSegmenter):
+        def _forget_frame(self, frame_idx):
+            self._memory_reach = 10_000
+            super()._forget_frame(frame_idx)
+
+    sizes = []
+
+    class Pruned(TransformersSegmenter):
+        def _forget_frame(self, frame_idx):
+            super()._forget_frame(frame_idx)
+            sizes.append(max((len(o["non_cond_frame_outputs"]) for o in self.session.output_dict_per_obj.values()),
+                             default=0))
+
+    kept = segment_video(KeepAll(bundle), frames, "dress\nhands", settings)
+    pruned = segment_video(Pruned(bundle), frames, "dress\nhands", settings)
+    assert torch.equal(kept.union, pruned.union)
+    assert all(torch.equal(a, b) for a, b in zip(kept.masks, pruned.masks))
+    reach = max(bundle.model.tracker_model.config.num_maskmem,
+                bundle.model.tracker_model.config.max_object_pointers_in_encoder)
+    assert max(sizes) <= reach + 1 < 24
