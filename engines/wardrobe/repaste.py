@@ -27,15 +27,27 @@ def repaste(result: torch.Tensor, source: torch.Tensor, protected: torch.Tensor,
     Fn, H, W = result.shape[:3]
     protected = match_frames(protected, Fn, H, W, "protected_mask")
     out = torch.empty_like(result)
+    margin = int(expand) + int(round(float(feather))) + 2  # the ramp ends inside this margin, so edges read zeros
     progress.reset(Fn)
     for a, b in chunks(Fn, CHUNK):
+        out[a:b] = result[a:b]
         m = protected[a:b].float()
+        rows = torch.nonzero((m > 0).any(dim=0).any(dim=1)).flatten()
+        if rows.numel() == 0:
+            progress.step(b - a)
+            continue
+        cols = torch.nonzero((m > 0).any(dim=0).any(dim=0)).flatten()
+        # Work only on the protected pixels' box plus the ramp: hands cover a small part of a 1080x1920 frame.
+        y0, y1 = max(0, int(rows[0]) - margin), min(H, int(rows[-1]) + 1 + margin)
+        x0, x1 = max(0, int(cols[0]) - margin), min(W, int(cols[-1]) + 1 + margin)
+        m = m[:, y0:y1, x0:x1]
         if expand:
             m = grow(m, expand, tapered=True)
         alpha = feather_outward(m, feather).to(result.device, result.dtype)[..., None]
-        res, src = result[a:b], source[a:b].to(result.device, result.dtype)
+        res = result[a:b, y0:y1, x0:x1]
+        src = source[a:b, y0:y1, x0:x1].to(result.device, result.dtype)
         # res + (src - res) * alpha: where result and source already agree, the sum is exact (no rounding drift).
         mixed = res + (src - res) * alpha
-        out[a:b] = torch.where(alpha >= 1.0, src, torch.where(alpha > 0, mixed, res))
+        out[a:b, y0:y1, x0:x1] = torch.where(alpha >= 1.0, src, torch.where(alpha > 0, mixed, res))
         progress.step(b - a)
     return out
