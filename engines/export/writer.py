@@ -290,17 +290,18 @@ class VideoWriter:
 
     def _encode(self, array) -> None:
         import av
-        from av.video.reformatter import ColorRange, Colorspace, VideoReformatter
+        from av.video.reformatter import ColorRange, Colorspace, Interpolation, VideoReformatter
 
         frame = av.VideoFrame.from_ndarray(array, format=self._host_format)
         if self._host_format.startswith("rgb"):
             # swscale (threaded; one context reused for the whole clip) does RGB -> YUV with the documented matrix
-            # and range.
+            # and range. AREA makes chroma the mean of each 2x2 block like the GPU converter (+1.5 dB over the
+            # default bilinear on the sample clip, same speed).
             if self._reformatter is None:
                 self._reformatter = VideoReformatter()
             frame = self._reformatter.reformat(frame, format=self._stream.codec_context.pix_fmt,
                                                dst_colorspace=Colorspace.ITU601, dst_color_range=ColorRange.MPEG,
-                                               threads=0)
+                                               interpolation=Interpolation.AREA, threads=0)
         frame.colorspace = S.COLORSPACE_SMPTE170M
         frame.color_range = S.COLOR_RANGE_MPEG
         frame.pts = self._frames
