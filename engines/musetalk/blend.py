@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
+from typing import Optional
 import torch
 
 CROP = 256
@@ -63,13 +65,17 @@ def resize_matrix(src: int, dst: int, device=None, dtype=torch.float32) -> torch
     A resize is ``R_y @ img @ R_x.T``; taking rows of the matrices resizes only a window of the output, with the
     same values the full resize would give there.
     """
+    return _resize_matrix(int(src), int(dst)).to(device=device, dtype=dtype)
+
+
+@lru_cache(maxsize=512)
+def _resize_matrix(src: int, dst: int) -> torch.Tensor:
     scale = src / dst
     support = max(scale, 1.0)
     centres = (torch.arange(dst, dtype=torch.float64) + 0.5) * scale - 0.5
     taps = torch.arange(src, dtype=torch.float64)
     w = (1.0 - (taps[None, :] - centres[:, None]).abs() / support).clamp_min(0.0)
-    w = w / w.sum(dim=1, keepdim=True)
-    return w.to(device=device, dtype=dtype)
+    return (w / w.sum(dim=1, keepdim=True)).to(torch.float32)
 
 
 def crop_resize(frame: torch.Tensor, box, size: int = CROP) -> torch.Tensor:
@@ -81,45 +87,76 @@ def crop_resize(frame: torch.Tensor, box, size: int = CROP) -> torch.Tensor:
     return torch.matmul(torch.matmul(ry, patch), rx.T)
 
 
-def _support(mask: torch.Tensor) -> tuple[int, int, int, int]:
-    rows = torch.nonzero(mask.amax(dim=1) > 0).flatten()
-    cols = torch.nonzero(mask.amax(dim=0) > 0).flatten()
-    if rows.numel() == 0:
-        return 0, 0, 0, 0
-    return int(rows[0]), int(rows[-1]) + 1, int(cols[0]), int(cols[-1]) + 1
+def _span(weights: torch.Tensor) -> tuple[int, int]:
+    """First and one-past-last index where a 1-D tensor is non-zero (0, 0 if none)."""
+    hits = torch.nonzero(weights > 0).flatten()
+    return (int(hits[0]), int(hits[-1]) + 1) if hits.numel() else (0, 0)
 
 
-def _touching(r: torch.Tensor, lo: int, hi: int) -> tuple[int, int]:
-    """Output rows of resize matrix `r` that read any of the source rows ``lo:hi``."""
-    hits = torch.nonzero(r[:, lo:hi].sum(dim=1) > 0).flatten()
-    if hits.numel() == 0:
-        return 0, 0
-    return int(hits[0]), int(hits[-1]) + 1
+@dataclass(frozen=True)
+class _Plan:
+    """Everything about pasting into a box of one size that does not depend on the frame or the face."""
+
+    rows: tuple      # output window rows (a0, a1) inside the box
+    cols: tuple      # output window cols (b0, b1)
+    src_rows: tuple  # crop rows the window reads
+    src_cols: tuple
+    ry: torch.Tensor  # [a1-a0, src rows]
+    rx: torch.Tensor  # [b1-b0, src cols]
+    alpha: torch.Tensor  # [a1-a0, b1-b0]
+
+
+class MouthPaster:
+    """Pastes generated faces through one mouth mask; plans are cached per box size (a loop has few sizes).
+
+    Only the window of the box that the mask reaches is resized and written, and only from the crop pixels that
+    window reads; inside it, pixels whose resized alpha is exactly 0 keep their source value bit for bit
+    (``bg + 0·(fg − bg)``). The result equals a full resize of face and mask to the box followed by a blend.
+    """
+
+    def __init__(self, mask: torch.Tensor):
+        self.mask = mask.to(torch.float32)
+        mrows = self.mask.amax(dim=1)
+        mcols = self.mask.amax(dim=0)
+        self._support = (*_span(mrows), *_span(mcols))
+        self._plans: dict = {}
+
+    def plan(self, h: int, w: int, device) -> Optional[_Plan]:
+        key = (h, w, str(device))
+        if key not in self._plans:
+            r0, r1, c0, c1 = self._support
+            if r1 == r0 or h <= 0 or w <= 0:
+                self._plans[key] = None
+            else:
+                ry = resize_matrix(self.mask.shape[0], h)
+                rx = resize_matrix(self.mask.shape[1], w)
+                a0, a1 = _span(ry[:, r0:r1].sum(dim=1))
+                b0, b1 = _span(rx[:, c0:c1].sum(dim=1))
+                s0, s1 = _span(ry[a0:a1].sum(dim=0))
+                t0, t1 = _span(rx[b0:b1].sum(dim=0))
+                ry, rx = ry[a0:a1, s0:s1], rx[b0:b1, t0:t1]
+                alpha = ry @ self.mask[s0:s1, t0:t1] @ rx.T
+                self._plans[key] = _Plan((a0, a1), (b0, b1), (s0, s1), (t0, t1), ry.to(device), rx.to(device),
+                                         alpha.to(device))
+        return self._plans[key]
+
+    def paste(self, frame: torch.Tensor, face: torch.Tensor, box) -> None:
+        """Blend `face` ``[3, 256, 256]`` into `frame` ``[H, W, 3]`` in place at `box` ``(x1, y1, x2, y2)``."""
+        x1, y1, x2, y2 = (int(v) for v in box)
+        p = self.plan(y2 - y1, x2 - x1, frame.device)
+        if p is None:
+            return
+        (a0, a1), (b0, b1), (s0, s1), (t0, t1) = p.rows, p.cols, p.src_rows, p.src_cols
+        src = face[:, s0:s1, t0:t1].to(frame.device, torch.float32).clamp(0, 1)
+        fg = torch.matmul(torch.matmul(p.ry, src), p.rx.T)                     # [3, hs, ws]
+        region = frame[y1 + a0:y1 + a1, x1 + b0:x1 + b1]
+        bg = region.permute(2, 0, 1).to(torch.float32)
+        region.copy_((bg + p.alpha[None] * (fg - bg)).permute(1, 2, 0))
 
 
 def paste_face(frame: torch.Tensor, face: torch.Tensor, mask: torch.Tensor, box) -> None:
-    """Blend `face` ``[3, 256, 256]`` into `frame` ``[H, W, 3]`` (in place) through `mask` ``[256, 256]`` at `box`.
-
-    Only the window of the box that the mask reaches is resized and written; inside it, pixels whose resized alpha
-    is exactly 0 keep their source value bit for bit (``bg + 0·(fg − bg)``).
-    """
-    x1, y1, x2, y2 = (int(v) for v in box)
-    h, w = y2 - y1, x2 - x1
-    r0, r1, c0, c1 = _support(mask)
-    if r1 == r0 or h <= 0 or w <= 0:
-        return
-    dev = frame.device
-    ry = resize_matrix(mask.shape[0], h, dev)
-    rx = resize_matrix(mask.shape[1], w, dev)
-    a0, a1 = _touching(ry, r0, r1)
-    b0, b1 = _touching(rx, c0, c1)
-    ry, rx = ry[a0:a1], rx[b0:b1]
-    alpha = torch.matmul(torch.matmul(ry, mask.to(dev, torch.float32)), rx.T)            # [hs, ws]
-    fg = torch.matmul(torch.matmul(ry, face.to(dev, torch.float32).clamp(0, 1)), rx.T)   # [3, hs, ws]
-    region = frame[y1 + a0:y1 + a1, x1 + b0:x1 + b1]
-    bg = region.to(torch.float32).permute(2, 0, 1)
-    out = bg + alpha[None] * (fg - bg)
-    region.copy_(out.permute(1, 2, 0).to(frame.dtype))
+    """One-off paste (see `MouthPaster`, which caches the per-size plan for a whole clip)."""
+    MouthPaster(mask).paste(frame, face, box)
 
 
 def source_indices(n_frames: int, out_fps: float, loop_fps: float, loop_len: int, mode: str = "loop",

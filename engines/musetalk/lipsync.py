@@ -20,7 +20,7 @@ from ..common.errors import InputError
 from ..common.progress import Progress, ensure
 from .audio_features import TOKENS, encode_audio, pad_features, positional_encoding, prepare_audio, window_features
 from .avatar import Avatar
-from .blend import paste_face, source_indices
+from .blend import MouthPaster, source_indices
 from .cadence import expand_keyframes, keyframe_indices
 
 LOOP_MODES = ("loop", "ping-pong")
@@ -62,6 +62,7 @@ class _Renderer:
     def __init__(self, nets, avatar: Avatar, src: torch.Tensor, batch: int, emit, progress: Progress):
         self.nets, self.avatar, self.src, self.batch = nets, avatar, src, batch
         self.emit, self.progress = emit, progress
+        self.paster = MouthPaster(avatar.mask)
         self.latents: list[torch.Tensor] = []
         self.frames: list[torch.Tensor] = []
         self.count = 0
@@ -91,7 +92,7 @@ class _Renderer:
         for j, f in enumerate(fr[:k].tolist()):
             s = int(self.src[f])
             out[j].copy_(frames[s])
-            paste_face(out[j], faces[j], self.avatar.mask, self.avatar.boxes[s].tolist())
+            self.paster.paste(out[j], faces[j], self.avatar.boxes[s].tolist())
         self.emit(fr[:k], out)
         self.progress.step(k)
 
