@@ -26,7 +26,7 @@ def tiny(comfy):
     return comfy
 
 
-def _graph(prompts="dress\nhands", model_name="sam3", prefix="sam3_test/union"):
+def _graph(prompts="dress\nhands", model_name="sam3"):
     graph = {
         "1": {"class_type": "BroadcastSam3Loader", "inputs": {"model_name": model_name, "dtype": "auto"}},
         "2": {"class_type": "LoadImage", "inputs": {"image": "sam3_frame.png"}},
@@ -70,15 +70,16 @@ def test_nodes_listed_with_types_and_tooltips(tiny):
     assert info["BroadcastSam3TrackToMasks"]["input"]["required"]["track_data"][0] == "SAM3_TRACK_DATA"
 
 
-def test_video_mask_outputs_and_progress(tiny):
+def _watch(comfy, graph, on_progress=None):
+    """Queue `graph` and follow it on the websocket: ``(prompt_id, [(value, max)] of node 4, final event type)``."""
     import websocket
 
-    ws = websocket.create_connection(tiny.url.replace("http", "ws", 1) + f"/ws?clientId={tiny.client_id}",
+    ws = websocket.create_connection(comfy.url.replace("http", "ws", 1) + f"/ws?clientId={comfy.client_id}",
                                      timeout=300)
     try:
-        prompt_id = tiny.queue(_graph())
-        progress, done = [], False
-        while not done:
+        prompt_id = comfy.queue(graph)
+        progress, final = [], None
+        while final is None:
             message = ws.recv()
             if not isinstance(message, str):
                 continue
@@ -88,12 +89,20 @@ def test_video_mask_outputs_and_progress(tiny):
                 continue
             if event["type"] == "progress" and data.get("node") == "4":
                 progress.append((data["value"], data["max"]))
+                if on_progress:
+                    on_progress(data["value"])
             if event["type"] in ("execution_success", "execution_error", "execution_interrupted"):
-                done = True
-            if event["type"] == "executing" and data.get("node") is None:
-                done = True
+                final = event["type"]
+            elif event["type"] == "executing" and data.get("node") is None:
+                final = "execution_success"
     finally:
         ws.close()
+    return prompt_id, progress, final
+
+
+def test_video_mask_outputs_and_progress(tiny):
+    prompt_id, progress, final = _watch(tiny, _graph())
+    assert final == "execution_success"
     history = tiny.finish(prompt_id)
     assert progress and progress[-1] == (FRAMES, FRAMES)
     assert {v for v, _ in progress} >= set(range(1, FRAMES + 1))   # one step per frame
@@ -136,3 +145,22 @@ def test_per_object_mode_with_model_kept_loaded(tiny):
     graph["4"]["inputs"]["keep_loaded"] = False
     graph["4"]["inputs"]["mask_threshold"] = 0.6
     assert tiny.run(graph)["outputs"]
+
+
+def test_interrupt_stops_at_the_next_frame_and_the_model_stays_usable(tiny):
+    graph = _graph()
+    graph["3"]["inputs"]["amount"] = 400
+    graph["4"]["inputs"]["detect_interval"] = 1
+    sent = []
+
+    def interrupt_once(value):
+        if value >= 2 and not sent:
+            sent.append(value)
+            tiny.interrupt()
+
+    _, progress, final = _watch(tiny, graph, on_progress=interrupt_once)
+    assert final == "execution_interrupted"
+    assert progress[-1][0] < 400                     # stopped long before the end
+    # The session was closed and the model released: the next run works.
+    history = tiny.run(_graph())
+    assert _saved(tiny, history, "20").shape == (FRAMES, 40, 64)
