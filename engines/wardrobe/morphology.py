@@ -31,19 +31,24 @@ CHUNK = 8  # frames per step: bounds the temporaries at 1080x1920 to a few hundr
 # is "the (2r+1)^2 box around the pixel holds at least one 1" and an erosion "holds only 1s". Box counts come from
 # running sums (an integral image per axis): two subtractions per pixel, whatever the radius.
 
-def _count_last(x: torch.Tensor, r: int, fill: int) -> torch.Tensor:
+def _count(x: torch.Tensor, r: int, fill: int, dim: int, dtype) -> torch.Tensor:
+    """Sliding sum over ``2r + 1`` samples along ``dim`` (beyond the ends counts as ``fill``)."""
     k = 2 * r + 1
-    sums = F.pad(x, (r + 1, r), value=fill).cumsum(-1, dtype=torch.int32)
-    return sums[..., k:] - sums[..., :-k]
+    pad = [0, 0] * (x.dim() - 1 - dim % x.dim()) + [r + 1, r]
+    sums = F.pad(x, pad, value=fill).cumsum(dim, dtype=dtype)
+    n = sums.shape[dim]
+    return sums.narrow(dim, k, n - k) - sums.narrow(dim, 0, n - k)
 
 
 def box_count(binary: torch.Tensor, radius: int, outside: int = 0) -> torch.Tensor:
     """Number of ones in the ``(2r+1)^2`` square around each pixel of ``[..., H, W]`` (pixels beyond the frame count
     as ``outside``)."""
     r = int(radius)
-    x = binary.to(torch.int32)
-    rows = _count_last(x, r, outside)
-    return _count_last(rows.transpose(-1, -2), r, outside * (2 * r + 1)).transpose(-1, -2)
+    # Rows first in 16 bits (a row sum never exceeds the width), then columns in 32; no transposes, so both passes
+    # read memory in order.
+    row_type = torch.int16 if binary.shape[-1] + 2 * r + 1 < 32767 else torch.int32
+    rows = _count(binary.to(torch.uint8), r, outside, -1, row_type)
+    return _count(rows, r, outside * (2 * r + 1), -2, torch.int32)
 
 
 def dilate_binary(binary: torch.Tensor, radius: int) -> torch.Tensor:
