@@ -65,30 +65,31 @@ def putback(frames: torch.Tensor, crops: torch.Tensor, m_o2c: np.ndarray, m_c2o:
     dev = frames.device
     if out is None:
         out = torch.empty((b, h, w, 3), dtype=torch.float32, device=dev)
-    out.copy_(frames.float() / 255.0 if frames.dtype == torch.uint8 else frames.float())
+    out.copy_(frames)
+    if frames.dtype == torch.uint8:
+        out.mul_(1.0 / 255.0)        # copy then scale: much faster than a mixed-dtype mul into `out`
     boxes = [footprint(m_c2o[i], w, h) for i in range(b)]
     bw = max(1, max(x1 - x0 for x0, _, x1, _ in boxes))
     bh = max(1, max(y1 - y0 for _, y0, _, y1 in boxes))
-    ys, xs = torch.meshgrid(torch.arange(bh, device=dev, dtype=torch.float64),
-                            torch.arange(bw, device=dev, dtype=torch.float64), indexing="ij")
-    grids = []
-    for i, (x0, y0, _, _) in enumerate(boxes):
-        m = torch.as_tensor(m_o2c[i], dtype=torch.float64, device=dev)
-        px, py = xs + x0, ys + y0
-        sx = m[0, 0] * px + m[0, 1] * py + m[0, 2]
-        sy = m[1, 0] * px + m[1, 1] * py + m[1, 2]
-        grids.append(torch.stack([(2 * sx + 1) / CROP - 1, (2 * sy + 1) / CROP - 1], dim=-1))
-    grid = torch.stack(grids).float()
+    # One affine per frame maps box pixel (i, j) straight to grid_sample's normalised crop coordinates: the box
+    # origin and the (2x + 1) / S - 1 normalisation are folded into it in float64, the grid itself is float32.
+    norm = np.array([[2.0 / CROP, 0, 1.0 / CROP - 1], [0, 2.0 / CROP, 1.0 / CROP - 1], [0, 0, 1]])
+    affines = np.stack([(norm @ m_o2c[i] @ np.array([[1.0, 0, x0], [0, 1, y0], [0, 0, 1]]))[:2]
+                        for i, (x0, y0, _, _) in enumerate(boxes)])
+    ys, xs = torch.meshgrid(torch.arange(bh, device=dev, dtype=torch.float32),
+                            torch.arange(bw, device=dev, dtype=torch.float32), indexing="ij")
+    base = torch.stack([xs, ys, torch.ones_like(xs)], dim=-1).reshape(1, -1, 3)           # (1, bh*bw, 3)
+    a = torch.from_numpy(affines).to(dev, torch.float32)                                     # (B, 2, 3)
+    grid = torch.matmul(base, a.transpose(1, 2)).reshape(b, bh, bw, 2)
     side = crops.shape[-1]   # 512 at full size; the grid is in normalised units, so smaller test crops work too
     mask = torch.from_numpy(feather_mask(side)).to(dev)[None, None].expand(b, 1, side, side)
     src = torch.cat([crops.float(), mask], dim=1)
     warped = F.grid_sample(src, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
-    warped = warped.permute(0, 2, 3, 1)                       # (B, bh, bw, 4)
+    warped = warped.permute(0, 2, 3, 1).contiguous().clamp_(0, 1)      # (B, bh, bw, 4)
     for i, (x0, y0, x1, y1) in enumerate(boxes):
         if x1 <= x0 or y1 <= y0:
             continue
-        region = out[i, y0:y1, x0:x1]
         piece = warped[i, : y1 - y0, : x1 - x0]
-        m = piece[..., 3:].clamp(0, 1)
-        region.copy_((m * piece[..., :3] + (1 - m) * region).clamp(0, 1))
+        # frame + m * (render - frame): stays in [0, 1]
+        out[i, y0:y1, x0:x1].lerp_(piece[..., :3], piece[..., 3:].expand(-1, -1, 3))
     return out
