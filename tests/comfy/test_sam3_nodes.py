@@ -161,6 +161,8 @@ def test_interrupt_stops_at_the_next_frame_and_the_model_stays_usable(tiny):
     _, progress, final = _watch(tiny, graph, on_progress=interrupt_once)
     assert final == "execution_interrupted"
     assert progress[-1][0] < 400                     # stopped long before the end
-    # The session was closed and the model released: the next run works.
-    history = tiny.run(_graph())
+    # The session was closed and the model released: the next run (new settings, so not served from cache) works.
+    after = _graph()
+    after["4"]["inputs"]["mask_threshold"] = 0.45
+    history = tiny.run(after)
     assert _saved(tiny, history, "20").shape == (FRAMES, 40, 64)
