@@ -43,26 +43,20 @@ def test_features_take_rows_minus14_to_minus4_in_pairs():
     np.testing.assert_allclose(feats[10:, 0], [206.5, 208.5])
 
 
-class _FakeSession:
-    """A stand-in with the ONNX session interface (shapes only), to test batching without a model file."""
+def test_runner_on_the_tiny_onnx_counts_frames(tmp_path):
+    """The upstream-shaped ONNX (input (1, 6480), output (20, 1024) without a batch axis) runs window by window."""
+    from engines.ditto.loader import onnx_session
+    from tests.fixtures.tiny_ditto import build_tiny_ditto
 
-    class _In:
-        name = "input_values"
-        shape = [1, 6480]
-
-    def get_inputs(self):
-        return [self._In()]
-
-    def run(self, _names, feeds):
-        x = feeds["input_values"]
-        assert x.shape == (1, 6480)
-        return [np.repeat(x[:, :20].mean(axis=1, keepdims=True), 20, axis=0).repeat(1024, axis=1)]
-
-
-def test_runner_handles_unbatched_outputs_and_counts_frames():
+    folder = build_tiny_ditto(tmp_path / "tiny")
+    runner = af.HubertRunner(onnx_session(folder / "ditto_pytorch/aux_models/hubert_streaming_fix_kv.onnx"))
+    assert runner.input_name == "input_values" and not runner.batched
     audio = np.random.default_rng(0).standard_normal(16000 + 123).astype(np.float32)
-    feats = af.audio_features(af.HubertRunner(_FakeSession()), audio)
+    feats = af.audio_features(runner, audio)
     assert feats.shape == (af.frame_count(len(audio)), 1024) == (26, 1024)
+    # each window's features depend on that window only: the first 5 frames equal a run on the first window alone
+    first = runner(af.windows(audio)[:1])
+    np.testing.assert_allclose(feats[:5], af.features_from_outputs(first, 5), rtol=1e-6)
 
 
 def test_audio_shorter_than_one_frame_is_refused():
