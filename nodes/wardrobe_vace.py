@@ -11,6 +11,7 @@ from comfy_api.latest import io
 
 from ..engines.common.errors import InputError
 from ..engines.wardrobe import vace
+from ..engines.wardrobe.checks import as_masks
 from .comfy_bridge import CATEGORY, progress
 
 
@@ -89,8 +90,7 @@ class BroadcastVaceSamplerMask(io.ComfyNode):
             raise InputError("trim_latent", f"fewer reference slots than the {slots} latent frames", str(trim_latent),
                              "Connect WanVaceToVideo's trim_latent output.")
         latent_frames = slots - trim_latent
-        if sampler_mask.dim() == 2:
-            sampler_mask = sampler_mask.unsqueeze(0)
+        sampler_mask = as_masks(sampler_mask, "sampler_mask")
         n, height, width = sampler_mask.shape
         if (height, width) != (h_lat * vace.VAE_STRIDE, w_lat * vace.VAE_STRIDE):
             raise InputError("sampler_mask", f"frames of WanVaceToVideo's size {w_lat * vace.VAE_STRIDE}x"
@@ -102,6 +102,11 @@ class BroadcastVaceSamplerMask(io.ComfyNode):
                              f"'s length makes {latent_frames} latent frames, which decode to that many)",
                              f"{n} frames", f"Set WanVaceToVideo's length to {vace.padded_length(n)} (the frame count "
                              "rounded up to 4k+1); Image From Batch trims the padding after decoding.")
+        if vace.padded_length(n) < vace.decoded_frame_count(latent_frames):
+            # More latent frames than the clip fills: whole groups of frames would be invented, then trimmed away.
+            raise InputError("sampler_mask", f"about {vace.decoded_frame_count(latent_frames)} frames (WanVaceToVideo"
+                             f"'s length makes {latent_frames} latent frames)", f"{n} frames",
+                             f"Set WanVaceToVideo's length to {vace.padded_length(n)}.")
 
         unions = vace.token_unions(sampler_mask, latent_frames, input_name="sampler_mask",
                                    progress=progress(latent_frames))
