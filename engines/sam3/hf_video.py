@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import gc
 import json
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence, Union
@@ -101,6 +102,17 @@ def check_model_api(model) -> None:
                            "which the propagation frames use; install a transformers 5.x that has them.")
 
 
+class _CapNotice(logging.Filter):
+    """Drops transformers' "hitting self.max_num_objects" warning: with a cap it repeats on every detection frame,
+    and reaching `max_objects` is the setting doing its job, not a problem."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "max_num_objects" not in record.getMessage()
+
+
+_MODEL_LOG = logging.getLogger("transformers.models.sam3_video.modeling_sam3_video")
+
+
 class TransformersSegmenter:
     """`FrameSegmenter` over a loaded `Sam3VideoBundle` (model already on `device` in `dtype`)."""
 
@@ -112,6 +124,7 @@ class TransformersSegmenter:
         self.session = None
         self.detector_calls = 0
         self._saved: dict = {}
+        self._quiet = _CapNotice()
         tracker = bundle.model.tracker_model.config
         self._memory_reach = max(int(tracker.num_maskmem), int(tracker.max_object_pointers_in_encoder))
 
@@ -127,6 +140,7 @@ class TransformersSegmenter:
                                                video_storage_device=self.device)
         self.session.video_height, self.session.video_width = int(height), int(width)
         proc.add_text_prompt(self.session, list(prompts))
+        _MODEL_LOG.addFilter(self._quiet)
         self._prompt_index = {pid: list(prompts).index(text) for pid, text in self.session.prompts.items()}
         self.detector_calls = 0
 
@@ -159,6 +173,7 @@ class TransformersSegmenter:
         return found
 
     def close(self) -> None:
+        _MODEL_LOG.removeFilter(self._quiet)
         for name, value in self._saved.items():
             setattr(self.bundle.model, name, value)
         self._saved = {}
