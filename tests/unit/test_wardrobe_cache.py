@@ -36,3 +36,14 @@ def test_corrupt_entry_is_a_miss(tmp_path):
     (cache.entry_path(MC.NAMESPACE, key) / "tensors.safetensors").write_bytes(b"garbage")
     assert not MC.has_masks(cache, key)
     assert MC.load_masks(cache, key) is None
+
+
+def test_reused_memory_is_never_a_stale_key():
+    """A freed clip's memory reused by a different clip of the same shape must be hashed again."""
+    keys = set()
+    for i in range(4):
+        frames = torch.zeros(2, 8, 8, 3)
+        frames[1, 3, 3, 0] = i  # off any sparse sampling lattice
+        keys.add(MC.mask_key(frames, "p", ""))
+        del frames
+    assert len(keys) == 4
