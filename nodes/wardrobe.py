@@ -8,14 +8,13 @@ from __future__ import annotations
 from comfy_api.latest import io, ui
 
 from ..engines.common.errors import InputError
-from ..engines.wardrobe import maskcache, morphology, overlay, repaste, tokengrid
+from ..engines.wardrobe import latentmask, maskcache, morphology, overlay, repaste, tokengrid
 from ..engines.wardrobe import crop as crop_engine
 from ..engines.wardrobe.checks import as_images, as_masks, check_same_masks
 from .comfy_bridge import CATEGORY, cache, progress
 from .types import CropRecord
 
 CAT = f"{CATEGORY}/wardrobe"
-GRID_KEY = "broadcast_token_grid"  # LATENT dict key: the grid the noise mask was snapped to (read by the preview)
 GRID_CHOICES = ["auto (from vae)"] + list(tokengrid.PRESETS)
 
 
@@ -181,23 +180,6 @@ class BroadcastSubjectCrop(io.ComfyNode):
         return io.NodeOutput(crops, crop_masks, record, w, h, record.frame_count)
 
 
-def _samples_parts(latent, input_name):
-    """``(samples, video [B, C, T, h, w], audio or None)`` of a LATENT dict; nested audio-video latents allowed."""
-    samples = latent.get("samples") if isinstance(latent, dict) else None
-    if samples is None:
-        raise InputError(input_name, "a LATENT", type(latent).__name__)
-    if getattr(samples, "is_nested", False):
-        parts = list(samples.unbind())
-        if len(parts) != 2 or parts[0].dim() != 5:
-            raise InputError(input_name, "an audio-video latent of (video [B, C, T, h, w], audio)",
-                             f"{len(parts)} parts")
-        return samples, parts[0], parts[1]
-    if samples.dim() != 5:
-        raise InputError(input_name, "a video latent [batch, channels, frames, height, width]",
-                         f"shape {tuple(samples.shape)}", "Image latents have no token groups in time.")
-    return samples, samples, None
-
-
 class BroadcastLatentInpaintMask(io.ComfyNode):
     """LATENT + pixel mask -> the LATENT with its noise mask snapped to the model's token grid, plus a preview."""
 
@@ -246,20 +228,6 @@ class BroadcastLatentInpaintMask(io.ComfyNode):
     @classmethod
     def execute(cls, latent, mask, grid, patch_size, coverage, audio, vae=None, source_latent=None,
                 preview_images=None) -> io.NodeOutput:
-        samples, video, audio_part = _samples_parts(latent, "latent")
-        if source_latent is not None:
-            src, src_video, src_audio = _samples_parts(source_latent, "source_latent")
-            if tuple(src_video.shape) != tuple(video.shape):
-                raise InputError("source_latent", f"a video latent of shape {tuple(video.shape)} (as 'latent')",
-                                 f"{tuple(src_video.shape)}", "Encode the same cropped frames with the model's VAE.")
-            if audio_part is None:
-                samples, video = src_video, src_video
-            else:
-                audio_part = src_audio if src_audio is not None else audio_part
-                if tuple(audio_part.shape) != tuple(samples.unbind()[1].shape):
-                    raise InputError("source_latent", "an audio part of the latent's shape", "another shape")
-                samples = type(samples)([src_video, audio_part])
-                video = src_video
         if grid.startswith("auto"):
             if vae is None or not hasattr(vae, "downscale_ratio"):
                 raise InputError("vae", "a VAE when grid is auto", "nothing", "Connect the VAE or pick a preset.")
@@ -267,24 +235,14 @@ class BroadcastLatentInpaintMask(io.ComfyNode):
         else:
             spec = tokengrid.PRESETS[grid]
         m = as_masks(mask, "mask")
-        T, h, w = video.shape[2:]
-        grid_mask = tokengrid.snap_to_grid(m, spec, T, h, w, coverage, progress=progress(T))
-        if audio_part is not None:
-            noise = type(samples)([tokengrid.noise_mask_5d(grid_mask),
-                                   tokengrid.audio_mask(audio_part.shape, audio == "regenerate")])
-        else:
-            noise = tokengrid.noise_mask_5d(grid_mask)
-        out = dict(latent)
-        out["samples"] = samples
-        out["noise_mask"] = noise
-        out[GRID_KEY] = {**spec.as_dict(), "pixel_frames": int(m.shape[0]), "height": int(m.shape[1]),
-                         "width": int(m.shape[2])}
         imgs = None
         if preview_images is not None:
             imgs = as_images(preview_images, "preview_images")
             if tuple(imgs.shape[:3]) != tuple(m.shape):
                 raise InputError("preview_images", f"the {m.shape[0]} cropped frames of {m.shape[2]}x{m.shape[1]}",
                                  f"{imgs.shape[0]} of {imgs.shape[2]}x{imgs.shape[1]}")
+        out, grid_mask = latentmask.apply(latent, m, spec, coverage, audio == "regenerate", source_latent,
+                                          progress=progress(m.shape[0]))
         return io.NodeOutput(out, tokengrid.preview(grid_mask, spec, m.shape[0], imgs))
 
 
@@ -437,16 +395,10 @@ class BroadcastMaskCheckPreview(io.ComfyNode):
     def execute(cls, images, crop_record, latent, scale, protected_mask=None) -> io.NodeOutput:
         if not isinstance(crop_record, crop_engine.CropRecord):
             raise InputError("crop_record", "a crop record from Broadcast Subject Crop", type(crop_record).__name__)
-        spec = latent.get(GRID_KEY) if isinstance(latent, dict) else None
-        noise = latent.get("noise_mask") if isinstance(latent, dict) else None
-        if spec is None or noise is None:
-            raise InputError("latent", "the latent output of Broadcast Latent Inpaint Mask", "a latent without a "
-                             "token-grid noise mask")
-        video_mask = noise.unbind()[0] if getattr(noise, "is_nested", False) else noise
-        grid_mask = video_mask[0, 0].float().cpu()
+        spec, grid_mask = latentmask.grid_of(latent)
         imgs = as_images(images, "images")
         prot = as_masks(protected_mask, "protected_mask") if protected_mask is not None else None
-        frames, stats = overlay.mask_check(imgs, crop_record, grid_mask, tokengrid.TokenGrid.from_dict(spec), prot,
+        frames, stats = overlay.mask_check(imgs, crop_record, grid_mask, spec, prot,
                                            scale, progress=progress(imgs.shape[0]))
         text = overlay.describe(stats)
         return io.NodeOutput(frames, text, ui=ui.PreviewText(text))
