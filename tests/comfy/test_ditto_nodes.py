@@ -106,3 +106,28 @@ def test_a_portrait_without_a_face_is_refused_by_name(comfy, inputs):
     assert err["node_type"] == "BroadcastDittoAvatar"
     assert "images: expected frames showing a face" in err["exception_message"]
     assert _packets(comfy) == before
+
+
+def test_interrupting_a_streaming_render_leaves_no_file(comfy, inputs):
+    import time
+
+    import soundfile
+
+    from tests.fixtures.tiny_ditto import speech
+
+    long_wav = comfy.input_dir / "ditto_long.wav"
+    if not long_wav.exists():
+        soundfile.write(str(long_wav), speech(12.0)["waveform"][0, 0].numpy(), 16000)
+    folder = comfy.output_dir / "ditto_interrupt"
+    prompt = chain(inputs[0], long_wav.name, render={"stream_to_file": True, "cadence_stride": 1,
+                                                     "filename_prefix": "ditto_interrupt/clip"})
+    prompt_id = comfy.queue(prompt)
+    deadline = time.monotonic() + 240
+    while not (folder.is_dir() and any(".partial" in p.name for p in folder.iterdir())):
+        assert time.monotonic() < deadline, "the streaming render never started writing"
+        time.sleep(0.05)
+    comfy.interrupt()
+    entry = comfy.wait(prompt_id, timeout=240)
+    assert entry["status"]["status_str"] == "error"
+    assert any(kind == "execution_interrupted" for kind, _ in entry["status"]["messages"])
+    assert list(folder.iterdir()) == []
