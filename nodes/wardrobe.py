@@ -18,6 +18,10 @@ CAT = f"{CATEGORY}/wardrobe"
 GRID_CHOICES = ["auto (from vae)"] + list(tokengrid.PRESETS)
 
 
+# validate_inputs names only the combo it checks: in ComfyUI 0.3.75 an input named there (or **kwargs) loses its
+# min/max check, so numbers keep core's range checks.
+
+
 class BroadcastMaskShield(io.ComfyNode):
     """Sampler-side shield: dilate, shrink, threshold (swallows strap remnants; closes finger gaps)."""
 
@@ -114,7 +118,7 @@ class BroadcastMaskCombine(io.ComfyNode):
         )
 
     @classmethod
-    def validate_inputs(cls, operation=None, **kwargs):
+    def validate_inputs(cls, operation):
         if operation is not None and operation not in ("subtract", "union", "intersect"):
             return f"operation must be subtract, union or intersect, got {operation!r}"
         return True
@@ -165,7 +169,7 @@ class BroadcastSubjectCrop(io.ComfyNode):
         )
 
     @classmethod
-    def validate_inputs(cls, mode=None, **kwargs):
+    def validate_inputs(cls, mode):
         if mode is not None and mode not in ("fixed", "tracked"):
             return f"mode must be fixed or tracked, got {mode!r}"
         return True
@@ -218,7 +222,7 @@ class BroadcastLatentInpaintMask(io.ComfyNode):
         )
 
     @classmethod
-    def validate_inputs(cls, grid=None, audio=None, **kwargs):
+    def validate_inputs(cls, grid, audio):
         if grid is not None and grid not in GRID_CHOICES:
             return f"grid must be one of {', '.join(GRID_CHOICES)}, got {grid!r}"
         if audio is not None and audio not in ("keep", "regenerate"):
@@ -329,7 +333,7 @@ class BroadcastMaskSequenceCache(io.ComfyNode):
         )
 
     @classmethod
-    def validate_inputs(cls, mode=None, **kwargs):
+    def validate_inputs(cls, mode):
         if mode is not None and mode not in ("use cache", "refresh"):
             return f"mode must be 'use cache' or 'refresh', got {mode!r}"
         return True

@@ -119,3 +119,26 @@ def test_minimax_h3_workflow_lacks_exactly_the_core_h3_nodes_here(comfy):
         known = set(spec.get("required", {})) | set(spec.get("optional", {}))
         assert set(node["inputs"]) <= known, (nid, node["class_type"], set(node["inputs"]) - known)
         assert set(spec.get("required", {})) <= set(node["inputs"]), (nid, node["class_type"])
+
+
+def test_queue_time_checks_keep_ranges_and_combos(comfy):
+    """validate_inputs checks the combos; the numbers keep ComfyUI's own range check (0.3.75 drops it for any input
+    named in validate_inputs)."""
+    from scripts.comfy_server import PromptFailed
+
+    def prompt(operation, dilate):
+        return {
+            "1": {"class_type": "SolidMask", "inputs": {"value": 1.0, "width": 32, "height": 32}},
+            "2": {"class_type": "BroadcastMaskCombine", "inputs": {"mask_a": ["1", 0], "mask_b": ["1", 0],
+                                                                   "operation": operation}},
+            "3": {"class_type": "BroadcastMaskShield", "inputs": {"mask": ["2", 0], "dilate": dilate, "shrink": 2,
+                                                                  "threshold": 0.45}},
+            "4": {"class_type": "MaskToImage", "inputs": {"mask": ["3", 0]}},
+            "5": {"class_type": "PreviewImage", "inputs": {"images": ["4", 0]}},
+        }
+
+    with pytest.raises(PromptFailed, match="operation must be subtract, union or intersect"):
+        comfy.queue(prompt("xor", 8))
+    with pytest.raises(PromptFailed, match="dilate"):
+        comfy.queue(prompt("union", 999))
+    assert comfy.run(prompt("union", 8))["outputs"]["5"]["images"]
