@@ -58,14 +58,14 @@ def fingerprint(images: torch.Tensor) -> str:
     return content_hash(tuple(images.shape), images[::step, ::16, ::16, :3].float().cpu())
 
 
-def _boxes(binary: torch.Tensor):
-    """Per-frame tight boxes (y0, y1, x0, x1) of ``[F, H, W]`` bool, None for empty frames."""
-    rows = binary.any(dim=2)
-    cols = binary.any(dim=1)
+def _boxes(masks: torch.Tensor, threshold: float):
+    """Per-frame tight boxes (y0, y1, x0, x1) of ``masks > threshold``, None for empty frames (chunk by chunk)."""
     out = []
-    for r, c in zip(rows, cols):
-        ry, cx = torch.nonzero(r).flatten(), torch.nonzero(c).flatten()
-        out.append(None if ry.numel() == 0 else (int(ry[0]), int(ry[-1]) + 1, int(cx[0]), int(cx[-1]) + 1))
+    for a, b in chunks(masks.shape[0], 16):
+        binary = masks[a:b] > threshold
+        for r, c in zip(binary.any(dim=2).cpu(), binary.any(dim=1).cpu()):
+            ry, cx = torch.nonzero(r).flatten(), torch.nonzero(c).flatten()
+            out.append(None if ry.numel() == 0 else (int(ry[0]), int(ry[-1]) + 1, int(cx[0]), int(cx[-1]) + 1))
     return out
 
 
@@ -89,11 +89,7 @@ def plan_crop(masks: torch.Tensor, padding: int = 32, multiple: int = 32, mode: 
               smooth_frames: int = 9, threshold: float = 0.0):
     """Box size ``(h, w)`` and per-frame origins for masks ``[F, H, W]``. Raises on an all-empty sequence."""
     Fn, H, W = masks.shape
-    binary = torch.zeros(Fn, H, W, dtype=torch.bool)
-    for a, b in chunks(Fn, 16):
-        binary[a:b] = masks[a:b].cpu() > threshold
-    boxes = _boxes(binary)
-    del binary
+    boxes = _boxes(masks, threshold)
     present = [b for b in boxes if b is not None]
     if not present:
         raise InputError("mask", "a garment mask with at least one pixel in at least one frame",

@@ -217,19 +217,15 @@ def refine(masks: torch.Tensor, expand: int = 0, feather: float = 4.0, fill: boo
     input is 0 in the output.
     """
     progress = ensure(progress)
-    out = masks
-    if fill:
-        out = fill_holes(out)
-    if expand:
-        out = grow(out, expand, tapered=tapered)
-    if feather > 0:
-        res = torch.empty_like(out)
-        for a, b in chunks(out.shape[0], CHUNK):
-            res[a:b] = feather_inward(out[a:b], feather)
-        out = res
-    elif out is masks:
-        out = masks.clone()
-    progress.step(masks.shape[0])
+    out = torch.empty_like(masks)
+    for a, b in chunks(masks.shape[0], CHUNK):  # one output, no full-size intermediates
+        part = masks[a:b]
+        if fill:
+            part = fill_holes(part)
+        if expand:
+            part = grow(part, expand, tapered=tapered)
+        out[a:b] = feather_inward(part, feather) if feather > 0 else part
+        progress.step(b - a)
     return out
 
 
