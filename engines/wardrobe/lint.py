@@ -12,7 +12,8 @@ Uncrop, Repaste Layer, core ImageCompositeMasked, ImageBlend, PorterDuffImageCom
 SetLatentNoiseMask is refused on a token-grid latent (it would overwrite the grid) or with a sampler-side mask
 (its trilinear resize shifts the grid). Only decoders (VAEDecode*) turn a masked latent back into clean pixels.
 
-Works on UI-format (editor) and API-format workflow files. Command line:
+Works on UI-format (editor) and API-format workflow files; UI subgraph definitions are checked one by one (a path
+through a subgraph's boundary is not followed). Command line:
     python -m engines.wardrobe.lint workflows/*.json
 exits 1 and prints one line per finding when any file has one.
 """
@@ -205,10 +206,19 @@ def check(data: dict, file: str = "<workflow>") -> list:
     return findings
 
 
+def check_workflow(data: dict, file: str = "<workflow>") -> list:
+    """`check` on the workflow and on each subgraph definition of a UI file (each checked on its own: a path that
+    crosses a subgraph boundary is not followed)."""
+    findings = check(data, file)
+    for sub in ((data.get("definitions") or {}).get("subgraphs") or []) if isinstance(data.get("nodes"), list) else []:
+        findings += check(sub, f"{file} (subgraph {sub.get('name') or sub.get('id')})")
+    return findings
+
+
 def check_file(path: Path) -> list:
     with open(path, encoding="utf-8") as f:
         data = json.load(f)
-    return check(data, str(path))
+    return check_workflow(data, str(path))
 
 
 def main(argv=None) -> int:

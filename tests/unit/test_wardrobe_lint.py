@@ -104,3 +104,20 @@ def test_command_line(tmp_path):
     res = subprocess.run([sys.executable, "-m", "engines.wardrobe.lint", str(path)], cwd=REPO_ROOT,
                          capture_output=True, text=True)
     assert res.returncode == 1 and "BroadcastSubjectCrop #9" in res.stdout
+
+
+def test_subgraph_definitions_are_checked():
+    ui = json.loads((REPO_ROOT / "workflows" / "wardrobe_mask_check.json").read_text())
+    inner = json.loads(json.dumps(ui))
+    crop = next(n for n in inner["nodes"] if n["type"] == "BroadcastSubjectCrop")
+    refine = next(n for n in inner["nodes"] if n["type"] == "BroadcastPixelMaskRefine")
+    shield = next(n for n in inner["nodes"] if n["type"] == "BroadcastMaskShield")
+    links = {lk[0]: lk for lk in inner["links"]}
+    link = links[next(i for i in refine["inputs"] if i["name"] == "mask")["link"]]
+    link[1], link[2] = shield["id"], 0
+    inner["links"] = [{"id": lk[0], "origin_id": lk[1], "origin_slot": lk[2], "target_id": lk[3],
+                       "target_slot": lk[4], "type": lk[5]} for lk in inner["links"]]
+    ui["definitions"] = {"subgraphs": [{"id": "sg1", "name": "inner", "nodes": inner["nodes"],
+                                        "links": inner["links"]}]}
+    found = lint.check_workflow(ui, "ui")
+    assert len(found) == 1 and "(subgraph inner)" in str(found[0]) and crop["type"] in str(found[0])
