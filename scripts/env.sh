@@ -35,6 +35,17 @@ _ba_build() (
   fi
   t0=$SECONDS
 
+  # Debian's python3 ships venv/ensurepip in a separate package.
+  if ! "$PY" -c "import venv, ensurepip" 2>/dev/null; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+      _ba_log "installing python3-venv"
+      apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null
+    else
+      _ba_log "$PY cannot create virtual environments: install python3-venv (or set PYTHON=...)"
+      exit 1
+    fi
+  fi
+
   # 1. The main environment. Its folder name changes only with the torch pins or the Python version, so a
   #    requirements change reinstalls incrementally instead of rebuilding several GB.
   if [ ! -f "$BA_VENV/.ba-torch-done" ]; then
