@@ -142,3 +142,16 @@ def test_queue_time_checks_keep_ranges_and_combos(comfy):
     with pytest.raises(PromptFailed, match="dilate"):
         comfy.queue(prompt("union", 999))
     assert comfy.run(prompt("union", 8))["outputs"]["5"]["images"]
+
+
+def test_no_wardrobe_node_outputs_the_token_grid_as_a_mask(comfy):
+    info = comfy.object_info()
+    assert info["BroadcastLatentInpaintMask"]["output"] == ["LATENT", "IMAGE"]
+    assert info["BroadcastSubjectCrop"]["output"][2] == "BROADCAST_CROP_RECORD"
+    assert info["BroadcastSubjectUncrop"]["input"]["required"]["crop_record"][0] == "BROADCAST_CROP_RECORD"
+    assert info["BroadcastMaskSequenceCache"]["input"]["required"]["masks"][1].get("lazy") is True
+    for name in ("BroadcastMaskShield", "BroadcastPixelMaskRefine", "BroadcastMaskGrow", "BroadcastMaskCombine",
+                 "BroadcastSubjectCrop", "BroadcastLatentInpaintMask", "BroadcastSubjectUncrop",
+                 "BroadcastRepasteLayer", "BroadcastMaskSequenceCache", "BroadcastMaskCheckPreview"):
+        assert info[name]["category"] == "Broadcast/wardrobe" and info[name]["description"]
+        assert all(n for n in info[name]["output_name"])
