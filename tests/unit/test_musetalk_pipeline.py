@@ -62,6 +62,19 @@ def test_missing_model_files_are_all_named(model_dir, tmp_path):
     assert err.value.input_name == "model_name"
 
 
+def test_a_feature_extractor_at_another_sample_rate_is_refused(model_dir, tmp_path):
+    import json
+
+    other = tmp_path / "other-rate"
+    shutil.copytree(model_dir, other)
+    cfg_path = other / "whisper" / "preprocessor_config.json"
+    cfg = json.loads(cfg_path.read_text())
+    cfg["sampling_rate"] = 22050
+    cfg_path.write_text(json.dumps(cfg))
+    with pytest.raises(InputError, match="model_name.*16000 Hz.*22050"):
+        load_musetalk(other)
+
+
 def test_avatar_latents_and_boxes(avatar, loop):
     frames, track = loop
     assert avatar.latents.shape == (4, 8, 32, 32) and torch.isfinite(avatar.latents).all()
