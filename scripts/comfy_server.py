@@ -379,6 +379,15 @@ class ComfyServer(ComfyClient):
         return format_execution_error(failure) + f"\n(server log: {self.log_path})"
 
 
+def stop_on_signals() -> None:
+    """Turn SIGTERM (and SIGINT, even where a background shell ignores it) into KeyboardInterrupt, so the
+    `finally` that stops the server runs."""
+    def _interrupt(signum, frame):
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGINT, _interrupt)
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(description="Serve a headless ComfyUI with this pack until Ctrl-C.")
     parser.add_argument("--base-directory", required=True, help="folder for input/output/temp/user/models/database")
@@ -388,6 +397,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     args = parser.parse_args(argv)
     server = ComfyServer(args.base_directory, comfyui_path=args.comfyui_path, models_dir=args.models_dir,
                          port=args.port)
+    stop_on_signals()
     try:
         server.start()
         print(f"ComfyUI is serving at {server.url} (log: {server.log_path}); Ctrl-C stops it", flush=True)

@@ -27,7 +27,7 @@ from typing import Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from scripts.comfy_server import ComfyClient, ComfyServer, PromptFailed, ServerError  # noqa: E402
+from scripts.comfy_server import ComfyClient, ComfyServer, PromptFailed, ServerError, stop_on_signals  # noqa: E402
 from scripts.workflow_api import (WorkflowError, apply_overrides, check_prompt, load_workflow,  # noqa: E402
                                   parse_set, ui_to_api, workflow_kind)
 
@@ -120,7 +120,11 @@ def run(workflow: dict, overrides: dict, client: ComfyClient, timeout: float = 3
         prompt_id = client.queue(prompt)
         progress.prompt_id = prompt_id
         _say(f"queued prompt {prompt_id} ({len(prompt)} nodes) on {client.url}")
-        return client.finish(prompt_id, timeout)
+        try:
+            return client.finish(prompt_id, timeout)
+        except KeyboardInterrupt:  # Ctrl-C here also stops the job on the server
+            client.cancel(prompt_id)
+            raise
     finally:
         progress.close()
 
@@ -241,6 +245,7 @@ def main(argv: Optional[list[str]] = None) -> int:
             cache = user_cache()
             server = ComfyServer(args.base_directory or cache / "comfyui-base",
                                  models_dir=args.models_dir or cache / "models")
+            stop_on_signals()
             if args.gpu:
                 server.command = _without_cpu(server.command)
             _say(f"starting ComfyUI in {server.base_dir} (models: {args.models_dir or cache / 'models'})")
