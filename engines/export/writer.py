@@ -165,7 +165,7 @@ class VideoWriter:
             done_before = self._frames
             for frame in self._converter.frames(chunk) if chunk.shape[0] else ():
                 self._encode(frame)
-            if self._last is not None and self.audio_mode == "match_audio":
+            if self._last is not None and self.audio is not None and self.audio_mode == "match_audio":
                 self._last = self._last.copy()  # own it: it may be a view of the caller's frames or a scratch buffer
             self._feed_audio()
             self.progress.step(self._frames - done_before)
@@ -188,6 +188,9 @@ class VideoWriter:
                 while self._frames < self.max_frames:  # extend the last frame over the rest of the audio
                     self._encode(self._last)
                     repeated += 1
+                    if repeated % 24 == 0:  # keep interleaving the audio, and stay cancellable
+                        self._feed_audio()
+                        self.progress.check()
             self._container.mux(self._stream.encode(None))
             audio_seconds = None
             if self._audio_mux is not None:

@@ -121,15 +121,21 @@ def test_odd_size_is_padded_to_even_and_reported(tmp_path):
     assert np.abs(got[:, :, 45] - got[:, :, 44]).max() <= 3
 
 
-def test_nan_and_out_of_range_pixels_are_clamped(tmp_path):
+@pytest.mark.parametrize("cast_maps_nan_to_zero", [True, False])
+def test_nan_and_out_of_range_pixels_are_clamped(tmp_path, monkeypatch, cast_maps_nan_to_zero):
+    """Both the platform-checked fast path and the explicit NaN check give NaN -> 0."""
+    from engines.export import frames as frames_module
+
+    monkeypatch.setattr(frames_module, "NAN_CASTS_TO_ZERO", cast_maps_nan_to_zero and frames_module.NAN_CASTS_TO_ZERO)
     frames = torch.full((2, 32, 32, 3), 0.5)
     frames[:, :16, :16] = float("nan")
     frames[:, :16, 16:] = 7.0
     frames[:, 16:, :16] = -3.0
     frames[:, 16:, 16:] = float("inf")
-    for conversion in ("swscale", "device"):
-        path = tmp_path / f"n_{conversion}.mp4"
-        with VideoWriter(path, 24, settings=X264, conversion=conversion) as w:
+    for conversion, bit_depth in (("swscale", 8), ("swscale", 10), ("device", 8)):
+        path = tmp_path / f"n_{conversion}_{bit_depth}.mp4"
+        settings = EncodeSettings(encoder="x264", bit_depth=bit_depth)
+        with VideoWriter(path, 24, settings=settings, conversion=conversion) as w:
             w.write(frames)
         got = decode(path).astype(int)
         assert np.abs(got[:, 2:14, 2:14] - 0).max() <= 3        # NaN -> 0
