@@ -1,7 +1,7 @@
 """Load MuseTalk's three networks from a model folder in the upstream layout.
 
 ```
-<folder>/musetalkV15/musetalk.json + unet.pth (or unet.safetensors)          v1.5 UNet (v1.0: musetalk/pytorch_model.bin)
+<folder>/musetalkV15/musetalk.json + unet.pth (or unet.safetensors)   v1.5 UNet (v1.0: musetalk/pytorch_model.bin)
 <folder>/sd-vae/config.json + diffusion_pytorch_model.bin (or .safetensors)  sd-vae-ft-mse
 <folder>/whisper/config.json + pytorch_model.bin (or model.safetensors) + preprocessor_config.json   whisper-tiny
 ```
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -97,6 +98,18 @@ def check_layout(folder: os.PathLike | str) -> tuple[Path, str]:
     return root, version
 
 
+@contextmanager
+def _quiet_transformers():
+    from transformers.utils import logging as hf_logging
+
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(level)
+
+
 def load_unet(root: Path, version: str, dtype: torch.dtype):
     from diffusers import UNet2DConditionModel
 
@@ -133,9 +146,13 @@ def load_musetalk(folder: os.PathLike | str, dtype: torch.dtype = torch.float32)
 
     root, version = check_layout(folder)
     unet = load_unet(root, version, dtype)
-    vae = AutoencoderKL.from_pretrained(str(root / "sd-vae"), local_files_only=True, torch_dtype=dtype)
+    # Say which file to read: otherwise diffusers first looks for .safetensors and logs a scary miss.
+    has_safetensors = (root / "sd-vae" / "diffusion_pytorch_model.safetensors").is_file()
+    vae = AutoencoderKL.from_pretrained(str(root / "sd-vae"), local_files_only=True, torch_dtype=dtype,
+                                        use_safetensors=has_safetensors)
     vae = vae.eval().requires_grad_(False)
-    whisper = WhisperModel.from_pretrained(str(root / "whisper"), local_files_only=True, dtype=dtype)
+    with _quiet_transformers():   # its load report lists proj_out.weight (the decoder head we drop) as unexpected
+        whisper = WhisperModel.from_pretrained(str(root / "whisper"), local_files_only=True, dtype=dtype)
     encoder = whisper.get_encoder().eval().requires_grad_(False)
     extractor = WhisperFeatureExtractor.from_pretrained(str(root / "whisper"), local_files_only=True)
     if encoder.config.d_model != unet.config.cross_attention_dim:

@@ -48,7 +48,8 @@ def nms(boxes: np.ndarray, scores: np.ndarray, threshold: float) -> list[int]:
     return keep
 
 
-def decode(outputs: list, input_h: int, input_w: int, threshold: float) -> tuple[np.ndarray, np.ndarray, Optional[np.ndarray]]:
+def decode(outputs: list, input_h: int, input_w: int,
+           threshold: float) -> tuple[np.ndarray, np.ndarray, Optional[np.ndarray]]:
     """Raw SCRFD outputs -> ``(boxes [K, 4], scores [K], keypoints [K, 5, 2] or None)`` in network-input pixels."""
     outs = [o[0] if o.ndim == 3 else o for o in outputs]
     n = len(outs)
@@ -100,10 +101,12 @@ class ScrfdDetector:
         import onnxruntime as ort
 
         try:
-            providers = [p for p in ("CUDAExecutionProvider", "CPUExecutionProvider") if p in ort.get_available_providers()]
+            available = ort.get_available_providers()
+            providers = [p for p in ("CUDAExecutionProvider", "CPUExecutionProvider") if p in available]
             self.session = ort.InferenceSession(str(path), providers=providers)
         except Exception as exc:  # onnxruntime's own errors are not user-facing text
-            raise InputError("detector", "a readable SCRFD .onnx file", f"'{path}' ({type(exc).__name__}: {exc})") from None
+            raise InputError("detector", "a readable SCRFD .onnx file",
+                             f"'{path}' ({type(exc).__name__}: {exc})") from None
         inp = self.session.get_inputs()[0]
         self.input_name = inp.name
         shape = list(inp.shape)
@@ -119,7 +122,8 @@ class ScrfdDetector:
         scale = min(self.input_h / h, self.input_w / w)
         nh, nw = max(1, int(round(h * scale))), max(1, int(round(w * scale)))
         canvas = np.zeros((self.input_h, self.input_w, 3), np.float32)
-        canvas[:nh, :nw] = cv2.resize(rgb, (nw, nh), interpolation=cv2.INTER_AREA if scale < 1 else cv2.INTER_LINEAR)
+        interpolation = cv2.INTER_AREA if scale < 1 else cv2.INTER_LINEAR
+        canvas[:nh, :nw] = cv2.resize(rgb, (nw, nh), interpolation=interpolation)
         blob = ((canvas - 127.5) / 128.0).transpose(2, 0, 1)[None].astype(np.float32)
         outputs = self.session.run(None, {self.input_name: blob})
         boxes, scores, kps = decode(outputs, self.input_h, self.input_w, self.score_threshold)

@@ -109,7 +109,8 @@ def test_missing_model_folder_is_a_clear_error(comfy, inputs):
     (broken / "musetalkV15" / "musetalk.json").write_text("{}")
     err = comfy.run_error(chain(loop_file, speech_file, model="half-copied"))
     assert "model_name" in err["exception_message"]
-    assert "musetalkV15/unet" in err["exception_message"] and "whisper/preprocessor_config.json" in err["exception_message"]
+    message = err["exception_message"]
+    assert "musetalkV15/unet" in message and "whisper/preprocessor_config.json" in message
 
 
 def test_no_face_anywhere_names_the_images(comfy, inputs, tmp_path):

@@ -46,6 +46,17 @@ def test_loader_builds_the_three_networks_from_the_upstream_layout(nets):
     assert not any(p.is_meta for p in nets.parameters())
 
 
+def test_weights_come_from_the_files_including_legacy_vae_keys(nets, model_dir):
+    vae = torch.load(model_dir / "sd-vae" / "diffusion_pytorch_model.bin", weights_only=True)
+    assert "encoder.mid_block.attentions.0.query.weight" in vae          # SD-era names, renamed on load
+    assert torch.equal(nets.vae.state_dict()["encoder.mid_block.attentions.0.to_q.weight"],
+                       vae["encoder.mid_block.attentions.0.query.weight"])
+    unet = torch.load(model_dir / "musetalkV15" / "unet.pth", weights_only=True)
+    assert all(torch.equal(v, unet[k]) for k, v in nets.unet.state_dict().items())
+    whisper = torch.load(model_dir / "whisper" / "pytorch_model.bin", weights_only=True)
+    assert torch.equal(nets.whisper.state_dict()["layers.3.fc2.weight"], whisper["model.encoder.layers.3.fc2.weight"])
+
+
 def test_loader_accepts_a_subfolder_of_the_layout(model_dir):
     assert load_musetalk(model_dir / "whisper").version == "v1.5"
 
