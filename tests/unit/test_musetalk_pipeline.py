@@ -183,3 +183,36 @@ def test_crop_settings_move_the_crop(loop):
     _, track = loop
     tight = crop_boxes(track, CropSettings(top=0.0, bottom=0.0))
     assert torch.allclose(tight.float(), track.boxes.round(), atol=1)
+
+
+class _Cancelled(Exception):
+    pass
+
+
+def _cancel_after(steps: int):
+    from engines.common.progress import Progress
+
+    progress = Progress()
+
+    def check():
+        if progress.done >= steps:
+            raise _Cancelled()
+    progress._check_cancel = check
+    return progress
+
+
+def test_cancelling_the_avatar_leaves_no_cache_entry(nets, loop, tmp_path):
+    frames, track = loop
+    cache = ContentCache(tmp_path / "cache")
+    with pytest.raises(_Cancelled):
+        build_avatar(nets, frames, track, FPS, cache=cache, batch_size=2, progress=_cancel_after(2))
+    root = tmp_path / "cache"
+    assert not root.exists() or not any(p for p in root.rglob("*") if p.is_file())
+
+
+def test_cancelling_lipsync_stops_the_stream(nets, avatar):
+    chunks = []
+    with pytest.raises(_Cancelled):
+        lipsync(nets, avatar, speech_like(0.8, 16000), LipSyncSettings(batch_size=2), sink=chunks.append,
+                progress=_cancel_after(3))
+    assert sum(c.shape[0] for c in chunks) < 8
