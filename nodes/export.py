@@ -133,6 +133,7 @@ class BroadcastExportVideo(io.ComfyNode):
                                   quality=int(quality), bitrate_kbps=int(bitrate_kbps), gop_seconds=float(gop_seconds),
                                   bit_depth=int(bit_depth), faststart=bool(faststart),
                                   audio_bitrate_kbps=int(audio_bitrate_kbps)).check()
+        S.frame_rate(fps)  # checked before the output folder is touched
         track = AudioTrack.from_comfy(audio) if audio is not None else None
         target = next_output(comfy_bridge.output_dir(), filename_prefix, "mp4")
         metadata = {"prompt": cls.hidden.prompt} if cls.hidden.prompt else {}
