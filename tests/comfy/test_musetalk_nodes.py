@@ -121,3 +121,22 @@ def test_no_face_anywhere_names_the_images(comfy, inputs, tmp_path):
     err = comfy.run_error(chain("musetalk_blank.mp4", inputs[1]))
     assert err["node_type"] == "BroadcastFaceTrack"
     assert "images" in err["exception_message"] and "face" in err["exception_message"]
+
+
+def test_scrfd_detector_from_the_models_folder(comfy, inputs):
+    """An SCRFD .onnx under models/musetalk is offered by the Face Track node and runs through onnxruntime."""
+    import torch
+
+    from tests.fixtures.tiny_musetalk import bright_cell_frame, write_clip, write_test_scrfd
+
+    name = "musetalk/detectors/scrfd_test.onnx"
+    onnx = write_test_scrfd(comfy.models_dir / name)
+    try:
+        frames = torch.stack([torch.from_numpy(bright_cell_frame(4 + k % 2, 3)).float() / 255 for k in range(4)])
+        write_clip(comfy.input_dir / "musetalk_cells.mp4", frames, 10.0)
+        options = comfy.object_info()["BroadcastFaceTrack"]["input"]["required"]["detector"][1]["options"]
+        assert name in options
+        entry = comfy.run(chain("musetalk_cells.mp4", inputs[1], track={"detector": name, "proxy_size": 0}))
+        assert "(scrfd)" in entry["outputs"]["4"]["text"][0]
+    finally:
+        onnx.unlink()      # "auto" in the other tests must keep meaning the Haar cascade

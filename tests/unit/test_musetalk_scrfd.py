@@ -4,8 +4,6 @@ The model "detects" bright 16x16 cells: its stride-16 score is the mean brightne
 cell), every box reaches 2 strides from its anchor and the keypoints sit at fixed offsets. So the expected box for
 a bright cell is known exactly, and the test follows it through letterboxing, anchor layout, NMS and scaling back.
 """
-import warnings
-
 import numpy as np
 import pytest
 import torch
@@ -13,42 +11,16 @@ import torch
 from engines.common.errors import InputError
 from engines.musetalk import scrfd
 from engines.musetalk.face_track import track_faces
-
-KPS = torch.tensor([-0.6, -0.5, 0.6, -0.5, 0.0, 0.1, -0.5, 0.6, 0.5, 0.6])   # eyes, nose, mouth corners (strides)
-
-
-class BrightCellSCRFD(torch.nn.Module):
-    def forward(self, x):
-        brightness = x.mean(dim=1, keepdim=True)                                      # [1, 1, H, W] in -1..1
-        scores, boxes, kps = [], [], []
-        for stride in (8, 16, 32):
-            pooled = torch.nn.functional.avg_pool2d(brightness, stride)               # [1, 1, h, w]
-            s = torch.sigmoid(12 * (pooled - 0.5)).flatten().repeat_interleave(2)[:, None]
-            if stride != 16:
-                s = s * 0
-            n = s.shape[0]
-            scores.append(s)
-            boxes.append(torch.full((n, 4), 2.0) + 0 * s)
-            kps.append(KPS.expand(n, 10) + 0 * s)
-        return (*scores, *boxes, *kps)
-
+from tests.fixtures.tiny_musetalk import SCRFD_KPS as KPS, bright_cell_frame, write_test_scrfd
 
 @pytest.fixture(scope="module")
 def model_path(tmp_path_factory):
-    path = tmp_path_factory.mktemp("scrfd") / "scrfd_test.onnx"
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(BrightCellSCRFD(), torch.zeros(1, 3, 160, 160), str(path), dynamo=False,
-                          input_names=["input.1"])
-    return path
+    return write_test_scrfd(tmp_path_factory.mktemp("scrfd") / "scrfd_test.onnx")
 
 
 def _frame_with_bright_cell(cell_x, cell_y, scale):
-    """A 320x240 frame (scale 0.5 into the 160x160 input) dark except one input cell of 16x16."""
-    frame = np.zeros((240, 320, 3), np.uint8)
-    x0, y0 = int(cell_x * 16 / scale), int(cell_y * 16 / scale)
-    frame[y0:y0 + int(16 / scale), x0:x0 + int(16 / scale)] = 255
-    return frame
+    assert scale == 0.5
+    return bright_cell_frame(cell_x, cell_y)
 
 
 def test_anchor_layout_matches_scrfd():
