@@ -1,8 +1,8 @@
 """Mask morphology for both sides of the chain: the sampler's shield and the compositor's lean refine.
 
 Cost does not grow with the radius:
-- square dilation/erosion counts the ones in the square around each pixel from running sums (two subtractions per
-  pixel and axis), so every pixel costs the same at r = 2 or 64;
+- square dilation/erosion is separable, and along each axis counts the ones within r from a running sum (two
+  subtractions per pixel and axis), so every pixel costs the same at r = 2 or 64;
 - round ("tapered") growth uses a Euclidean distance transform (`scipy.ndimage.distance_transform_edt`, linear in
   the pixels), computed only inside the mask's bounding box plus the radius.
 
@@ -24,38 +24,30 @@ CHUNK = 8  # frames per step: bounds the temporaries at 1080x1920 to a few hundr
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Square dilation / erosion by box counts (radius-independent cost)
+# Square dilation / erosion by running counts (radius-independent cost)
 #
 # Flat grey dilation and erosion commute with thresholding: (max_filter(M) >= t) == max_filter(M >= t). So the
-# shield's "dilate, shrink, then threshold" is computed exactly on the binary mask M >= t, where a square dilation
-# is "the (2r+1)^2 box around the pixel holds at least one 1" and an erosion "holds only 1s". Box counts come from
-# running sums (an integral image per axis): two subtractions per pixel, whatever the radius.
+# shield's "dilate, shrink, then threshold" is computed exactly on the binary mask M >= t. A square is separable:
+# dilating rows then columns by r gives the (2r+1)^2 square. Along each axis, "some 1 within r" (dilation) or "only
+# 1s within r" (erosion) is a window count from a running sum: two subtractions per pixel, whatever the radius.
 
-def _count(x: torch.Tensor, r: int, fill: int, dim: int, dtype) -> torch.Tensor:
-    """Sliding sum over ``2r + 1`` samples along ``dim`` (beyond the ends counts as ``fill``)."""
+def _count(x: torch.Tensor, r: int, fill: int, dim: int) -> torch.Tensor:
+    """Sliding count of ones over ``2r + 1`` samples along ``dim`` of a uint8 0/1 tensor (beyond the ends: ``fill``)."""
     k = 2 * r + 1
+    dtype = torch.int16 if x.shape[dim] + k < 32767 else torch.int32
     pad = [0, 0] * (x.dim() - 1 - dim % x.dim()) + [r + 1, r]
     sums = F.pad(x, pad, value=fill).cumsum(dim, dtype=dtype)
     n = sums.shape[dim]
     return sums.narrow(dim, k, n - k) - sums.narrow(dim, 0, n - k)
 
 
-def box_count(binary: torch.Tensor, radius: int, outside: int = 0) -> torch.Tensor:
-    """Number of ones in the ``(2r+1)^2`` square around each pixel of ``[..., H, W]`` (pixels beyond the frame count
-    as ``outside``)."""
-    r = int(radius)
-    # Rows first in 16 bits (a row sum never exceeds the width), then columns in 32; no transposes, so both passes
-    # read memory in order.
-    row_type = torch.int16 if binary.shape[-1] + 2 * r + 1 < 32767 else torch.int32
-    rows = _count(binary.to(torch.uint8), r, outside, -1, row_type)
-    return _count(rows, r, outside * (2 * r + 1), -2, torch.int32)
-
-
 def dilate_binary(binary: torch.Tensor, radius: int) -> torch.Tensor:
-    """Square dilation of a bool mask by ``radius`` pixels."""
-    if int(radius) <= 0:
+    """Square dilation of a bool mask ``[..., H, W]`` by ``radius`` pixels."""
+    r = int(radius)
+    if r <= 0:
         return binary.clone()
-    return box_count(binary, radius, 0) > 0
+    rows = (_count(binary.to(torch.uint8), r, 0, -1) > 0).to(torch.uint8)
+    return _count(rows, r, 0, -2) > 0
 
 
 def erode_binary(binary: torch.Tensor, radius: int) -> torch.Tensor:
@@ -63,7 +55,9 @@ def erode_binary(binary: torch.Tensor, radius: int) -> torch.Tensor:
     r = int(radius)
     if r <= 0:
         return binary.clone()
-    return box_count(binary, r, 1) == (2 * r + 1) ** 2
+    k = 2 * r + 1
+    rows = (_count(binary.to(torch.uint8), r, 1, -1) == k).to(torch.uint8)
+    return _count(rows, r, 1, -2) == k
 
 
 def dilate_square_repeated(masks: torch.Tensor, radius: int) -> torch.Tensor:
