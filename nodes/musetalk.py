@@ -209,7 +209,8 @@ class BroadcastMuseTalkAvatar(io.ComfyNode):
             description="Precompile a presenter loop for MuseTalk: face crops, their VAE latents and the mouth-only "
                         "blend mask. Stored in the pack's cache; the same frames load instantly next time.",
             inputs=[
-                types.MuseTalkModel.Input("musetalk_model"),
+                types.MuseTalkModel.Input("musetalk_model", tooltip="From Broadcast MuseTalk Loader (its VAE encodes "
+                                                                    "the crops)."),
                 io.Image.Input("images", tooltip="The avatar loop (the frames the face track was made from)."),
                 types.FaceTrack.Input("face_track", tooltip="Per-frame face boxes of these frames."),
                 io.Float.Input("fps", default=25.0, min=1.0, max=120.0, step=0.001,
@@ -253,8 +254,9 @@ class BroadcastMuseTalkLipSync(io.ComfyNode):
             description="Lip-sync an avatar loop to speech with MuseTalk: batched UNet, optional keyframe stride "
                         "with SLERP, mouth-only paste-back. Output length follows the audio, looping the avatar.",
             inputs=[
-                types.MuseTalkModel.Input("musetalk_model"),
-                types.MuseTalkAvatar.Input("avatar"),
+                types.MuseTalkModel.Input("musetalk_model", tooltip="From Broadcast MuseTalk Loader (the same model "
+                                                                    "the avatar was made with)."),
+                types.MuseTalkAvatar.Input("avatar", tooltip="From Broadcast MuseTalk Avatar."),
                 io.Audio.Input("audio", tooltip="Speech of any length and sample rate (resampled to 16 kHz mono)."),
                 io.Int.Input("batch_size", default=8, min=1, max=64, step=1,
                              tooltip="Frames per UNet and VAE call (8-32 on a GPU). The last batch is padded."),

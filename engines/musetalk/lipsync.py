@@ -112,7 +112,7 @@ def lipsync(nets, avatar: Avatar, audio: Any, settings: LipSyncSettings = LipSyn
     samples, n = prepare_audio(audio, fps)
     dtype = nets.compute_dtype
     features = encode_audio(nets.whisper, nets.feature_extractor, samples, device, dtype, progress)
-    padded = pad_features(features, n, fps).to(device)
+    padded = pad_features(features, n, fps)          # stays on the CPU: only each batch's windows move
     pe = positional_encoding(TOKENS, features.shape[-1], device, dtype)
     src = source_indices(n, fps, avatar.fps, len(avatar), settings.loop_mode)
     keys = keyframe_indices(n, settings.stride)
@@ -133,7 +133,7 @@ def lipsync(nets, avatar: Avatar, audio: Any, settings: LipSyncSettings = LipSyn
     prev_lat, prev_idx, next_frame = None, None, 0
     for kb in keys.split(batch):
         lat_in = avatar.latents[src[kb]].to(device, dtype)
-        cond = window_features(padded, kb, fps).to(dtype) + pe
+        cond = window_features(padded, kb, fps).to(device, dtype) + pe
         pred = run_padded(unet, batch, lat_in, cond).float()
         progress.step(kb.numel())
         key_lat = pred if prev_lat is None else torch.cat([prev_lat, pred])
