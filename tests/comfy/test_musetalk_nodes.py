@@ -140,3 +140,21 @@ def test_scrfd_detector_from_the_models_folder(comfy, inputs):
         assert "(scrfd)" in entry["outputs"]["4"]["text"][0]
     finally:
         onnx.unlink()      # "auto" in the other tests must keep meaning the Haar cascade
+
+
+def test_bad_choices_are_refused_before_anything_runs(comfy, inputs):
+    from scripts.comfy_server import PromptFailed
+
+    loop_file, speech_file = inputs
+    with pytest.raises(PromptFailed, match="loop_mode"):
+        comfy.queue(chain(loop_file, speech_file, lipsync={"loop_mode": "shuffle"}))
+    with pytest.raises(PromptFailed, match="filename_prefix"):
+        comfy.queue(chain(loop_file, speech_file, lipsync={"filename_prefix": "../outside"}))
+    with pytest.raises(PromptFailed, match="box"):
+        comfy.queue(chain(loop_file, speech_file, track={"box": "1, 2, 3"}))
+    with pytest.raises(PromptFailed, match="detector"):
+        comfy.queue(chain(loop_file, speech_file, track={"detector": "musetalk/none.onnx"}))
+    with pytest.raises(PromptFailed, match="precision"):
+        prompt = chain(loop_file, speech_file)
+        prompt["3"]["inputs"]["precision"] = "fp8"
+        comfy.queue(prompt)
