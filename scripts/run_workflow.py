@@ -60,6 +60,9 @@ class _Progress:
         self.prompt_id: Optional[str] = None
         self._ws = None
         self._last = 0.0
+        # Events can arrive before POST /prompt has returned the id: hold them until it is known.
+        self._lock = threading.Lock()
+        self._early: list = []
         try:
             import websocket  # websocket-client
 
@@ -84,16 +87,29 @@ class _Progress:
                 msg = json.loads(raw)
             except ValueError:
                 continue
-            data = msg.get("data") or {}
-            if self.prompt_id and data.get("prompt_id") not in (None, self.prompt_id):
-                continue
-            node = data.get("node")
-            if msg.get("type") == "executing" and node is not None:
-                _say(f"node {node} ({self.titles.get(str(node), '?')})")
-            elif msg.get("type") == "progress" and time.monotonic() - self._last > 1 or \
-                    msg.get("type") == "progress" and data.get("value") == data.get("max"):
-                self._last = time.monotonic()
-                _say(f"node {node}: {data.get('value')}/{data.get('max')}")
+            with self._lock:
+                if self.prompt_id is None:
+                    self._early.append(msg)
+                    continue
+            self._show(msg)
+
+    def started(self, prompt_id: str) -> None:
+        with self._lock:
+            self.prompt_id, early, self._early = prompt_id, self._early, []
+        for msg in early:
+            self._show(msg)
+
+    def _show(self, msg: dict) -> None:
+        data = msg.get("data") or {}
+        if data.get("prompt_id") not in (None, self.prompt_id):
+            return
+        node = data.get("node")
+        if msg.get("type") == "executing" and node is not None:
+            _say(f"node {node} ({self.titles.get(str(node), '?')})")
+        elif msg.get("type") == "progress" and (time.monotonic() - self._last > 1
+                                                or data.get("value") == data.get("max")):
+            self._last = time.monotonic()
+            _say(f"node {node}: {data.get('value')}/{data.get('max')}")
 
     def close(self) -> None:
         ws, self._ws = self._ws, None
@@ -118,8 +134,8 @@ def run(workflow: dict, overrides: dict, client: ComfyClient, timeout: float = 3
     progress = _Progress(client, titles)
     try:
         prompt_id = client.queue(prompt)
-        progress.prompt_id = prompt_id
         _say(f"queued prompt {prompt_id} ({len(prompt)} nodes) on {client.url}")
+        progress.started(prompt_id)
         try:
             return client.finish(prompt_id, timeout)
         except KeyboardInterrupt:  # Ctrl-C here also stops the job on the server
