@@ -7,12 +7,13 @@ any speech frame shown over that loop frame. The encoder's distribution mode is 
 avatar is deterministic and its cache entry reproducible (upstream samples; the difference is below the VAE noise).
 
 Stored through the shared content-hash cache (safetensors, memory-mapped on load) under a key made of the frames'
-content, the crop boxes, the mask settings, the VAE files and the compute dtype: a second run with the same
-frames loads instead of recomputing. The loop frames themselves are not stored: the avatar keeps a reference to
+content inside the crop boxes, the boxes, the mask settings, the VAE files and the compute dtype: a second run with
+the same frames loads instead of recomputing. The loop frames themselves are not stored: the avatar keeps a reference to
 the IMAGE tensor it was built from.
 """
 from __future__ import annotations
 
+import hashlib
 from dataclasses import asdict, dataclass, field
 from typing import Optional
 
@@ -93,8 +94,20 @@ def encode_crops(vae, crops: torch.Tensor, scaling_factor: float) -> torch.Tenso
     return torch.cat([lat[:b], lat[b:]], dim=1).float()
 
 
+def crops_digest(frames: torch.Tensor, boxes: torch.Tensor) -> str:
+    """A digest of the pixels inside each crop box: all the stored latents depend on (the whole frames are not
+    stored, and hashing only the crops reads a small part of a full-HD loop)."""
+    h = hashlib.blake2b(digest_size=20)
+    h.update(f"{frames.dtype}:{tuple(frames.shape)};".encode())
+    for frame, (x1, y1, x2, y2) in zip(frames, boxes.tolist()):
+        crop = np.ascontiguousarray(frame[y1:y2, x1:x2].detach().cpu().numpy())
+        h.update(crop.data)
+    return h.hexdigest()
+
+
 def avatar_key(frames: torch.Tensor, boxes: torch.Tensor, settings: CropSettings, vae_id: str, dtype) -> str:
-    return content_hash("musetalk-avatar", AVATAR_VERSION, frames, boxes, asdict(settings), vae_id, str(dtype))
+    return content_hash("musetalk-avatar", AVATAR_VERSION, crops_digest(frames, boxes), boxes, asdict(settings),
+                        vae_id, str(dtype))
 
 
 def build_avatar(nets, frames: torch.Tensor, track: FaceTrack, fps: float, settings: CropSettings = CropSettings(),

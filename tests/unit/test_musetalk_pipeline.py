@@ -105,9 +105,16 @@ def test_second_avatar_run_loads_from_the_cache(nets, loop, tmp_path):
     second = build_avatar(nets, frames, track, FPS, cache=cache)
     assert not first.from_cache and second.from_cache
     assert torch.equal(first.latents, second.latents) and torch.equal(first.boxes, second.boxes)
-    changed = frames.clone()
-    changed[0, 0, 0, 0] += 0.5
-    assert not build_avatar(nets, changed, track, FPS, cache=cache).from_cache
+    x1, y1, x2, y2 = first.boxes[2].tolist()
+    inside = frames.clone()
+    inside[2, (y1 + y2) // 2, (x1 + x2) // 2, 0] += 0.01
+    assert not build_avatar(nets, inside, track, FPS, cache=cache).from_cache
+    # pixels outside every crop do not enter the latents: still a hit, and the avatar shows the new frames
+    outside = frames.clone()
+    outside[:, 0, 0, :] = 1.0
+    assert (first.boxes[:, :2] > 0).all()
+    hit = build_avatar(nets, outside, track, FPS, cache=cache)
+    assert hit.from_cache and hit.frames is outside
 
 
 def test_avatar_refuses_a_track_of_other_frames(nets, loop):
