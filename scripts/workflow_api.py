@@ -48,12 +48,14 @@ MODEL_FOLDERS: dict[str, dict[str, str]] = {
     "LoadVideo": {"file": "input"},
     "LoadAudio": {"audio": "input"},
     # The pack's loaders: model folders under models/<family>, media files in ComfyUI's input folder.
-    "BroadcastSam3Loader": {"*": "sam3"},
-    "BroadcastOmniVoiceLoader": {"*": "omnivoice"},
-    "BroadcastMuseTalkLoader": {"*": "musetalk"},
-    "BroadcastDittoLoader": {"*": "ditto"},
-    "BroadcastLoadVideo": {"*": "input"},
-    "BroadcastLoadAudio": {"*": "input"},
+    "BroadcastSam3Loader": {"model_name": "sam3"},
+    "BroadcastOmniVoiceLoader": {"model_name": "omnivoice"},
+    "BroadcastVoicePrompt": {"whisper_model": "whisper", "saved_voice": "omnivoice_voices"},
+    "BroadcastSpeechVerify": {"whisper_model": "whisper"},
+    "BroadcastMuseTalkLoader": {"model_name": "musetalk"},
+    "BroadcastDittoLoader": {"model_name": "ditto"},
+    "BroadcastLoadVideo": {"video": "input"},
+    "BroadcastLoadAudio": {"audio_file": "input"},
 }
 
 
