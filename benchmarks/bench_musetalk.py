@@ -127,7 +127,8 @@ def bench_pipeline(seconds: float, loop_frames: int, repeats: int) -> None:
     t_load = best_of(lambda: build_avatar(nets, frames, track, 25.0, cache=cache), max(3, repeats))
     assert build_avatar(nets, frames, track, 25.0, cache=cache).from_cache
     print(f"avatar ({loop_frames} frames 192x256): compute {t_build:.2f} s, cache load {t_load * 1000:.1f} ms -> "
-          f"{t_build / t_load:.0f}x (the key hashes the pixels inside the crop boxes; full-size VAE encodes cost far more)")
+          f"{t_build / t_load:.0f}x (the key hashes the pixels inside the crop boxes; full-size VAE encodes cost "
+          "far more)")
 
     audio = speech_like(seconds, 24000)
     n = int(seconds * 25)
