@@ -8,7 +8,7 @@ packet I/O, putback), not the full-size networks' cost; benchmarks/gpu_ditto.py 
 4. putback: one batched grid_sample against upstream's per-frame OpenCV (two warpAffine + blend), 1080x1920 frames
    with 512 crops.
 
-    python benchmarks/bench_ditto.py            # about a minute on 2 cores
+    python benchmarks/bench_ditto.py            # a few minutes on 2 cores
     python benchmarks/bench_ditto.py --quick    # a smoke run
 
 Ratios are speed ratios (baseline time / our time): above 1 means faster than the baseline.
@@ -66,7 +66,11 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--seconds", type=float, default=6.0, help="speech length (25 frames per second)")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=1,
+                    help="torch CPU threads (default 1: the tiny networks are too small to gain from more, and on a "
+                         "shared machine OpenMP threads waiting on each other dominate the timings)")
     args = ap.parse_args()
+    torch.set_num_threads(args.threads)
     seconds, repeats = (2.0, 1) if args.quick else (args.seconds, args.repeats)
     torch.manual_seed(0)
     with tempfile.TemporaryDirectory() as tmp:
