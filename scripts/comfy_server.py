@@ -144,6 +144,14 @@ class ComfyClient:
             raise PromptFailed(format_rejection(answer), {
                 "exception_type": "prompt_rejected", "exception_message": format_rejection(answer),
                 "rejected": True, "node_errors": answer.get("node_errors", {}), "error": answer.get("error")})
+        if answer.get("node_errors"):
+            # ComfyUI queues the outputs that validated and skips the others; for a test or a script that is a
+            # failure, not a partial success.
+            self.cancel(answer["prompt_id"])
+            answer.setdefault("error", {"message": "some outputs failed validation"})
+            raise PromptFailed(format_rejection(answer), {
+                "exception_type": "prompt_rejected", "exception_message": format_rejection(answer),
+                "rejected": True, "node_errors": answer["node_errors"], "error": answer["error"]})
         return answer["prompt_id"]
 
     def history(self, prompt_id: str) -> Optional[dict]:

@@ -104,6 +104,7 @@ def test_workflow_loads_and_runs_from_the_editor(path, page, comfy):
     hint = registration_hint(stem_of(path))
     assert queued["ok"], f"the server refused the prompt from the editor: {queued['error']}\n" \
                          f"{json.dumps(queued['response'], indent=1)[:3000]}{hint}"
+    assert not queued["node_errors"], f"outputs skipped for node errors: {queued['node_errors']}{hint}"
     try:
         entry = comfy.finish(queued["prompt_id"], timeout=300)
     except AssertionError as exc:
