@@ -147,7 +147,7 @@ def grow(masks: torch.Tensor, px: int, tapered: bool = True, progress: Optional[
 
     Both work on ``mask > 0.5``: growth sets the grown region to 1 (soft values elsewhere are kept); shrinking keeps
     the soft values inside the shrunk region and zeroes the rest.
-    tapered=True: round corners (Euclidean disk); tapered=False: square corners (box counts).
+    tapered=True: round corners (Euclidean disk); tapered=False: square corners (running counts).
     """
     progress = ensure(progress)
     px = int(px)
@@ -211,14 +211,27 @@ def refine(masks: torch.Tensor, expand: int = 0, feather: float = 4.0, fill: boo
     input is 0 in the output.
     """
     progress = ensure(progress)
-    out = torch.empty_like(masks)
+    out = torch.zeros_like(masks)
+    H, W = masks.shape[1:]
+    # Work inside the chunk's mask box plus what the expand and the feather can reach: outside it the result is 0,
+    # and the region's border is 0 too, so its replicate padding matches the full frame's.
+    margin = max(int(expand), 0) + int(round(float(feather))) + 2
     for a, b in chunks(masks.shape[0], CHUNK):  # one output, no full-size intermediates
         part = masks[a:b]
+        nz = part > 0
+        rows = torch.nonzero(nz.any(dim=0).any(dim=1)).flatten()
+        if rows.numel() == 0:
+            progress.step(b - a)
+            continue
+        cols = torch.nonzero(nz.any(dim=0).any(dim=0)).flatten()
+        y0, y1 = max(0, int(rows[0]) - margin), min(H, int(rows[-1]) + 1 + margin)
+        x0, x1 = max(0, int(cols[0]) - margin), min(W, int(cols[-1]) + 1 + margin)
+        region = part[:, y0:y1, x0:x1]
         if fill:
-            part = fill_holes(part)
+            region = fill_holes(region)
         if expand:
-            part = grow(part, expand, tapered=tapered)
-        out[a:b] = feather_inward(part, feather) if feather > 0 else part
+            region = grow(region, expand, tapered=tapered)
+        out[a:b, y0:y1, x0:x1] = feather_inward(region, feather) if feather > 0 else region
         progress.step(b - a)
     return out
 

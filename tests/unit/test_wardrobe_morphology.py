@@ -121,3 +121,19 @@ def test_inputs_are_never_modified():
     before = m.clone()
     M.shield(m), M.refine(m, 2, 3, True), M.grow(m, 3), M.grow(m, -2, tapered=False)
     assert torch.equal(m, before)
+
+
+@pytest.mark.parametrize("expand,feather,fill", [(0, 4.0, False), (5, 3.0, True), (-3, 6.0, False), (2, 0.0, True)])
+def test_refine_on_the_mask_box_equals_the_full_frame(expand, feather, fill):
+    m = torch.zeros(3, 70, 90)
+    m[0, 20:40, 30:60] = 1
+    m[0, 28:32, 40:45] = 0  # a hole
+    m[1, 0:15, 70:90] = 0.8  # at the frame corner
+    ref = m
+    if fill:
+        ref = M.fill_holes(ref)
+    if expand:
+        ref = M.grow(ref, expand, tapered=True)
+    if feather:
+        ref = M.feather_inward(ref, feather)
+    assert torch.equal(M.refine(m, expand, feather, fill), ref)
