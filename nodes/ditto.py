@@ -297,6 +297,17 @@ class BroadcastDittoRender(io.ComfyNode):
         )
 
     @classmethod
+    def validate_inputs(cls, stream_to_file=None, filename_prefix=None):
+        if stream_to_file and filename_prefix is not None:
+            from ..engines.export import check_prefix
+
+            try:
+                check_prefix(filename_prefix)
+            except InputError as exc:   # refused when queued, before anything renders
+                return str(exc)
+        return True
+
+    @classmethod
     def execute(cls, ditto_model, avatar, motion, batch_size, cadence_stride, silence_bypass, silence_threshold,
                 ease_frames, stream_to_file, filename_prefix, audio=None) -> io.NodeOutput:
         if audio is None:

@@ -131,3 +131,11 @@ def test_interrupting_a_streaming_render_leaves_no_file(comfy, inputs):
     assert entry["status"]["status_str"] == "error"
     assert any(kind == "execution_interrupted" for kind, _ in entry["status"]["messages"])
     assert list(folder.iterdir()) == []
+
+
+def test_a_streaming_prefix_outside_the_output_folder_is_refused_when_queued(comfy, inputs):
+    status, body = comfy.request("POST", "/prompt", {"prompt": chain(
+        *inputs, render={"stream_to_file": True, "filename_prefix": "../../escape"})})
+    assert status == 400
+    assert "filename_prefix" in str(body)
+    assert not any(comfy.base_dir.rglob("escape_*.mp4"))
