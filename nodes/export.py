@@ -200,11 +200,13 @@ class BroadcastLoadVideo(io.ComfyNode):
         path = folder_paths.get_annotated_filepath(video)
         info = reader.probe(path, "video")
         expected = reader.planned_count(info, frame_cap, skip_first_frames, target_fps)
-        if expected <= 0:
+        if expected <= 0 and info.frame_count > 0:
             raise InputError("skip_first_frames", f"fewer than the file's {info.frame_count} frames",
                              str(skip_first_frames))
+        # A file whose header gives no frame count (some WebM/MKV) is collected chunk by chunk instead.
+        expected = max(expected, 0)
         fps = reader.output_fps(info, target_fps)
-        progress = comfy_bridge.progress(expected)
+        progress = comfy_bridge.progress(max(expected, 1))
         # One float tensor filled chunk by chunk: the decoded uint8 frames are never all held at once.
         out = torch.empty((expected, info.height, info.width, 3), dtype=torch.float32)
         extra, count = [], 0
