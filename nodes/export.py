@@ -42,6 +42,18 @@ def _file_error(input_name: str, name) -> str | None:
     return None
 
 
+def _workflow_metadata(prompt, extra_pnginfo) -> dict:
+    """The prompt and workflow to embed (as core's Save Video does), unless ComfyUI runs with --disable-metadata."""
+    from comfy.cli_args import args
+
+    if args.disable_metadata:
+        return {}
+    metadata = dict(extra_pnginfo or {})
+    if prompt is not None:
+        metadata["prompt"] = prompt
+    return metadata
+
+
 def _file_fingerprint(name: str) -> str:
     path = folder_paths.get_annotated_filepath(name)
     st = os.stat(path)
@@ -136,7 +148,7 @@ class BroadcastExportVideo(io.ComfyNode):
         S.frame_rate(fps)  # checked before the output folder is touched
         track = AudioTrack.from_comfy(audio) if audio is not None else None
         target = next_output(comfy_bridge.output_dir(), filename_prefix, "mp4")
-        metadata = {"prompt": cls.hidden.prompt} if cls.hidden.prompt else {}
+        metadata = _workflow_metadata(cls.hidden.prompt, cls.hidden.extra_pnginfo)
         n = int(images.shape[0])
         progress = comfy_bridge.progress(n)
         with VideoWriter(target.path, fps, settings=settings, audio=track, audio_mode=audio_mode,

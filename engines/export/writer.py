@@ -268,8 +268,9 @@ class VideoWriter:
                              f"{width}x{height}", "Use encoder x264 for frames this small.")
 
         plan = S.codec_plan(codec, self.settings, self.rate, host_format)
-        options = {"movflags": "+faststart"} if self.settings.faststart else {}
-        container = av.open(str(self.tmp), "w", format="mp4", options=options)
+        # use_metadata_tags keeps free-form keys (ComfyUI's "prompt"/"workflow", so the file loads back as a workflow).
+        flags = ("+faststart" if self.settings.faststart else "") + ("+use_metadata_tags" if self.metadata else "")
+        container = av.open(str(self.tmp), "w", format="mp4", options={"movflags": flags} if flags else {})
         self._container = container
         for key, value in self.metadata.items():
             container.metadata[key] = value if isinstance(value, str) else json.dumps(value)

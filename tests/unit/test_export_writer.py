@@ -3,6 +3,7 @@
 Every check decodes the written file with PyAV (the pack's reader: FFmpeg decode, swscale with accurate rounding,
 honouring the stream's matrix/range tags) and compares decoded pixels with the source.
 """
+import json
 from fractions import Fraction
 
 import av
@@ -201,3 +202,11 @@ def test_ntsc_rate_is_exact(tmp_path):
         w.write(np.zeros((3, 32, 32, 3), np.uint8))
     with av.open(str(tmp_path / "n.mp4")) as c:
         assert c.streams.video[0].average_rate == Fraction(30000, 1001)
+
+
+def test_metadata_is_stored_as_json_tags(tmp_path):
+    prompt = {"1": {"class_type": "BroadcastExportVideo", "inputs": {}}}
+    with VideoWriter(tmp_path / "meta.mp4", 24, settings=X264, metadata={"prompt": prompt, "title": "news"}) as w:
+        w.write(np.zeros((2, 32, 32, 3), np.uint8))
+    with av.open(str(tmp_path / "meta.mp4")) as c:
+        assert json.loads(c.metadata["prompt"]) == prompt and c.metadata["title"] == "news"
