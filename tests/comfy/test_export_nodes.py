@@ -53,7 +53,7 @@ def test_export_with_audio_writes_a_playable_mp4_and_previews_it(comfy, sample):
     assert "libx264" in ui["text"][0] or "nvenc" in ui["text"][0]
     with av.open(str(path)) as c:
         assert c.streams.video[0].codec_context.name == "h264" and c.streams.audio[0].codec_context.name == "aac"
-        assert json.loads(c.metadata["prompt"])["2"]["class_type"] == "BroadcastExportVideo"  # loads back in ComfyUI
+        assert json.loads(c.metadata["prompt"])["2"]["class_type"] == "BroadcastExportVideo"  # as core Save Video
     info = reader.probe(path)
     assert (info.width, info.height, info.frame_count) == (256, 448, 96)
     samples, rate = reader.read_audio(path)
