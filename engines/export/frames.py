@@ -174,7 +174,7 @@ def _numpy(t) -> np.ndarray:
         return t
     if t.dtype == torch.bfloat16:
         t = t.float()
-    return t.numpy()
+    return t.cpu().numpy()  # no copy for CPU tensors; GPU frames forced onto the swscale route come over here
 
 
 def pad_even(out, h: int, w: int) -> None:
