@@ -165,6 +165,8 @@ class VideoWriter:
             done_before = self._frames
             for frame in self._converter.frames(chunk) if chunk.shape[0] else ():
                 self._encode(frame)
+                if (self._frames - done_before) % 8 == 0:  # a renderer's big chunk stays cancellable
+                    self.progress.check()
             if self._last is not None and self.audio is not None and self.audio_mode == "match_audio":
                 self._last = self._last.copy()  # own it: it may be a view of the caller's frames or a scratch buffer
             self._feed_audio()
