@@ -2,12 +2,13 @@
 # Runs the benchmarks (ratios measured side by side in one run, printed; never pass/fail):
 #   bash scripts/bench.sh                 # every benchmarks/bench_*.py
 #   bash scripts/bench.sh export [args]   # one family: benchmarks/bench_export.py, extra arguments passed on
+#   bash scripts/bench.sh --quick         # every family with these arguments (smoke runs)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 . scripts/env.sh
 export PYTHONDONTWRITEBYTECODE=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
-if [ $# -gt 0 ]; then
+if [ $# -gt 0 ] && [ "${1#-}" = "$1" ]; then
   family=$1
   shift
   files=("benchmarks/bench_$family.py")
