@@ -5,13 +5,14 @@ decode of every frame still dominates); benchmarks/gpu_musetalk.py measures the 
 1. audio windowing: one vectorised gather of every frame's 50 tokens against upstream's per-frame slicing loop;
 2. paste-back: the window-only resize + blend (torch) against a per-frame reference (OpenCV Lanczos resize of face
    and mask to the whole box, full-box float blend), 1080x1920 frames with 420 px crops;
-3. lip-sync: keyframe stride 2 and 3 against 1 (same clip, same audio);
+3. lip-sync: keyframe stride 2 and 3 against 1 (same clip, same audio, batch 4 so the UNet call counts differ);
 4. avatar: loading the precompiled avatar from the cache (memory-mapped) against computing it again.
 
     python benchmarks/bench_musetalk.py            # a few minutes on 2 shared cores
     python benchmarks/bench_musetalk.py --quick    # a smoke run
 
-Ratios are speed ratios (baseline time / our time): above 1 means faster than the baseline.
+Ratios are speed ratios (baseline time / our time) in CPU time of this process: above 1 means faster than the
+baseline; "fps" is frames per CPU second.
 """
 from __future__ import annotations
 
@@ -40,11 +41,13 @@ from tests.fixtures.tiny_musetalk import astronaut_loop, build_tiny_musetalk, sp
 
 
 def best_of(fn, repeats: int) -> float:
+    """Least CPU time (process time, all threads) over `repeats` runs: on a machine shared with other jobs, wall
+    time mostly measures the others; the work done by this process is what the ratios compare."""
     times = []
     for _ in range(repeats):
-        t = time.perf_counter()
+        t = time.process_time()
         fn()
-        times.append(time.perf_counter() - t)
+        times.append(time.process_time() - t)
     return min(times)
 
 
@@ -132,12 +135,13 @@ def bench_pipeline(seconds: float, loop_frames: int, repeats: int) -> None:
 
     audio = speech_like(seconds, 24000)
     n = int(seconds * 25)
-    times = {}
-    for stride in (1, 2, 3):
-        settings = LipSyncSettings(batch_size=8, stride=stride)
-        times[stride] = best_of(lambda: lipsync(nets, avatar, audio, settings), repeats)
+    times = {1: float("inf"), 2: float("inf"), 3: float("inf")}
+    for _ in range(repeats):            # interleaved, so a busy spell on a shared machine hits every stride
+        for stride in times:
+            settings = LipSyncSettings(batch_size=4, stride=stride)
+            times[stride] = min(times[stride], best_of(lambda: lipsync(nets, avatar, audio, settings), 1))
     line = ", ".join(f"stride {s} {n / t:.1f} fps" for s, t in times.items())
-    print(f"lip-sync, {n} frames, tiny networks, batch 8: {line} -> stride 2 {times[1] / times[2]:.2f}x, "
+    print(f"lip-sync, {n} frames, tiny networks, batch 4: {line} -> stride 2 {times[1] / times[2]:.2f}x, "
           f"stride 3 {times[1] / times[3]:.2f}x (every frame is still VAE-decoded)")
 
 
@@ -158,7 +162,7 @@ def main() -> None:
     bench_windows(10 if args.quick else 60, repeats)
     bench_paste(8 if args.quick else 25, repeats)
     torch.set_num_threads(threads)
-    bench_pipeline(0.4 if args.quick else 1.2, 4 if args.quick else 8, 1 if args.quick else 2)
+    bench_pipeline(0.4 if args.quick else 1.6, 4 if args.quick else 8, 1 if args.quick else 2)
 
 
 if __name__ == "__main__":
