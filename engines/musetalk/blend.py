@@ -115,7 +115,7 @@ class MouthPaster:
     """
 
     def __init__(self, mask: torch.Tensor):
-        self.mask = mask.to(torch.float32)
+        self.mask = mask.detach().to("cpu", torch.float32)   # plans are built on the CPU, then moved to the frame
         mrows = self.mask.amax(dim=1)
         mcols = self.mask.amax(dim=0)
         self._support = (*_span(mrows), *_span(mcols))
