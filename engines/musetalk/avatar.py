@@ -34,7 +34,7 @@ AVATAR_VERSION = 1
 class CropSettings:
     """How a face box becomes MuseTalk's crop, in fractions of the face box height (top, bottom) and width (side).
 
-    The defaults put the nose base near row 150, the lip seam near 180 and the chin near 230 of the 256 crop for a
+    The defaults put the nose base near row 145, the lip seam near 180 and the chin near 235 of the 256 crop for a
     frontal-detector box, which is where MuseTalk v1.5's landmark crop puts them and where the mouth mask sits.
     """
 
