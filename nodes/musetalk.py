@@ -194,7 +194,9 @@ class BroadcastFaceTrack(io.ComfyNode):
                                    progress=comfy_bridge.progress(n))
         summary = (f"{n} frames, {int(track.found.sum())} boxes found ({track.method}), "
                    f"first box {[round(float(v)) for v in track.boxes[0]]}")
-        return io.NodeOutput(track, ui=ui.PreviewText(summary))
+        shown = dict(ui.PreviewImage(ft.preview(images, track), cls=cls).as_dict())
+        shown["text"] = [summary]
+        return io.NodeOutput(track, ui=shown)
 
 
 class BroadcastMuseTalkAvatar(io.ComfyNode):

@@ -196,3 +196,29 @@ def track_from_box(box: Sequence[float], n_frames: int, width: int, height: int)
     """One fixed box for every frame."""
     boxes = sanitize_boxes(np.repeat(np.asarray([box], np.float64), n_frames, axis=0), width, height)
     return FaceTrack(torch.from_numpy(boxes), torch.ones(n_frames, dtype=torch.bool), width, height, "box")
+
+
+def preview(frames: torch.Tensor, track: FaceTrack, count: int = 4, max_side: int = 256) -> torch.Tensor:
+    """Up to `count` evenly spaced frames, scaled to `max_side`, with their box drawn (green where a face was
+    found on that frame, yellow where the box was interpolated): ``[k, h, w, 3]`` for a preview image."""
+    import torch.nn.functional as F
+
+    n = int(frames.shape[0])
+    picks = sorted({round(i * (n - 1) / max(1, count - 1)) for i in range(min(count, n))})
+    scale = min(1.0, max_side / max(track.width, track.height))
+    h, w = max(1, round(track.height * scale)), max(1, round(track.width * scale))
+    out = []
+    for k in picks:
+        img = frames[k].detach().to("cpu", torch.float32).permute(2, 0, 1)[None]
+        img = F.interpolate(img, size=(h, w), mode="area")[0].permute(1, 2, 0).clone()
+        x1, y1, x2, y2 = (track.boxes[k] * scale).round().long().tolist()
+        x1, y1 = max(0, min(x1, w - 1)), max(0, min(y1, h - 1))
+        x2, y2 = max(x1 + 1, min(x2, w)), max(y1 + 1, min(y2, h))
+        colour = torch.tensor([0.1, 1.0, 0.1] if bool(track.found[k]) else [1.0, 0.9, 0.1])
+        for t in range(2):   # a 2-pixel outline
+            img[min(y1 + t, h - 1), x1:x2] = colour
+            img[max(y2 - 1 - t, 0), x1:x2] = colour
+            img[y1:y2, min(x1 + t, w - 1)] = colour
+            img[y1:y2, max(x2 - 1 - t, 0)] = colour
+        out.append(img)
+    return torch.stack(out)

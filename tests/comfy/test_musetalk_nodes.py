@@ -100,6 +100,8 @@ def test_fixed_box_track_skips_the_detector(comfy, inputs):
     loop_file, speech_file = inputs
     entry = comfy.run(chain(loop_file, speech_file, track={"box": "40, 30, 110, 100"}))
     assert "(box)" in entry["outputs"]["4"]["text"][0]
+    shown = entry["outputs"]["4"]["images"]                       # the preview frames with the box drawn
+    assert len(shown) == 4 and all(item["type"] == "temp" for item in shown)
 
 
 def test_missing_model_folder_is_a_clear_error(comfy, inputs):

@@ -92,3 +92,15 @@ def test_fixed_box_and_its_parsing():
     for bad in ("1,2,3", "a,b,c,d", "50,20,10,70"):
         with pytest.raises(InputError, match="box"):
             ft.parse_box(bad)
+
+
+def test_preview_draws_found_and_interpolated_boxes(loop):
+    frames, _ = loop
+    track = ft.track_faces(frames, ft.HaarDetector(), every=3, proxy_size=160)
+    shown = ft.preview(frames, track, count=4, max_side=128)
+    assert shown.shape == (4, 128, 96, 3)
+    x1, y1, x2, y2 = (track.boxes[0] * 0.5).round().long().tolist()
+    assert shown[0, y1, x1 + 3].tolist() == pytest.approx([0.1, 1.0, 0.1])          # frame 0: found, green
+    track_gap = ft.FaceTrack(track.boxes, torch.zeros(10, dtype=torch.bool), 192, 256, "haar")
+    yellow = ft.preview(frames, track_gap, count=1, max_side=128)[0, y1, x1 + 3]      # interpolated: yellow
+    assert yellow.tolist() == pytest.approx([1.0, 0.9, 0.1])
