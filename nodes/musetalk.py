@@ -90,11 +90,17 @@ def _detector_path(name: str) -> Path:
 
 
 def _make_detector(name: str):
+    import importlib.util
+
+    has_ort = importlib.util.find_spec("onnxruntime") is not None
     if name == "auto":
-        files = detector_files()
+        files = detector_files() if has_ort else []
         name = files[0] if files else "haar"
     if name == "haar":
         return ft.HaarDetector(), "haar"
+    if not has_ort:
+        raise InputError("detector", "onnxruntime installed to run an SCRFD .onnx", "no onnxruntime",
+                         "pip install onnxruntime (or onnxruntime-gpu), or choose haar.")
     from ..engines.musetalk.scrfd import ScrfdDetector
 
     return ScrfdDetector(_detector_path(name)), "scrfd"
