@@ -17,7 +17,9 @@ baseline; "fps" is frames per CPU second.
 from __future__ import annotations
 
 import argparse
+import atexit
 import math
+import shutil
 import statistics
 import sys
 import tempfile
@@ -121,6 +123,7 @@ def bench_paste(frames_n: int, repeats: int) -> None:
 
 def bench_pipeline(seconds: float, loop_frames: int, repeats: int) -> None:
     work = Path(tempfile.mkdtemp(prefix="bench-musetalk-"))
+    atexit.register(shutil.rmtree, work, True)
     nets = load_musetalk(build_tiny_musetalk(work / "tiny"))
     frames, _ = astronaut_loop(loop_frames)
     track = track_faces(frames, HaarDetector(), every=4, proxy_size=192)
