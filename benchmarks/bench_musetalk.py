@@ -20,7 +20,6 @@ import argparse
 import atexit
 import math
 import shutil
-import statistics
 import sys
 import tempfile
 import time
