@@ -178,7 +178,7 @@ class BroadcastFaceTrack(io.ComfyNode):
         try:
             if detector is not None and detector not in BUILTIN_DETECTORS:
                 _detector_path(detector)
-            if box:
+            if box and box.strip():
                 ft.parse_box(box)
         except InputError as exc:
             return str(exc)
