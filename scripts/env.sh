@@ -20,7 +20,8 @@ _ba_log() { printf '[env] %s\n' "$*" >&2; }
 _ba_pip() {
   local py=$1
   shift
-  { "$py" -m pip "$@" 2>&1 1>&3 | { grep -v "^WARNING: Location '.*' is ignored" || true; } >&2; } 3>&1
+  { "$py" -m pip "$@" 2>&1 1>&3 | { grep -v "^WARNING: Location '.*' is ignored" || true; } >&2
+    return "${PIPESTATUS[0]}"; } 3>&1
 }
 
 _ba_build() (
