@@ -2,7 +2,7 @@
 
 Used by the test suite (the `comfy` fixture), by `scripts/run_workflow.py` and by hand:
 
-    $BA_PYTHON scripts/comfy_server.py --base-directory /tmp/comfy-base      # serves until Ctrl-C
+    $BA_PYTHON scripts/comfy_server.py --base-directory <folder>      # serves until Ctrl-C
 
 `ComfyServer` is a `ComfyClient` (scripts/comfy_client.py: the HTTP API) that also owns the server process: it
 starts ComfyUI's `main.py --cpu` on 127.0.0.1 and a free port, with every mutable folder (input, output, temp, user,
