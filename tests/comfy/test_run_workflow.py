@@ -78,3 +78,11 @@ def test_bad_override_and_bad_file_are_usage_errors(comfy, capsys, tmp_path):
 def test_unreachable_server(capsys):
     code, _, err = _run(capsys, HARNESS / "harness_core_preview.api.json", "--url", "http://127.0.0.1:9")
     assert code == 4 and "no ComfyUI answers" in err
+
+
+def test_ui_file_with_primitive_reroute_bypass_and_note(comfy, capsys):
+    code, lines, err = _run(capsys, HARNESS / "harness_core_graph.json", "--url", comfy.url, "--set", "Blank.color=7")
+    assert code == 0, err
+    from PIL import Image
+
+    assert Image.open(lines[-1]).size == (56, 40)  # the width came from the PrimitiveNode, through the reroute
