@@ -90,3 +90,63 @@ def offload_device():
     import comfy.model_management
 
     return comfy.model_management.unet_offload_device()
+
+
+def _holder_class():
+    import torch
+
+    class Holder(torch.nn.Module):
+        """Gives ModelPatcher a plain module to move: it sets `.device` on its model, which transformers models refuse."""
+
+        def __init__(self, module):
+            super().__init__()
+            self.inner = module
+
+    return Holder
+
+
+class ManagedModel:
+    """A loaded model behind a ComfyUI ModelPatcher, so core's model management places, offloads and unloads it.
+
+    Every family's loader output wraps one of these: `load()` before a run (others are offloaded if room is needed),
+    `release()` after it where the family frees memory eagerly.
+
+    Args:
+        module: the networks, one `torch.nn.Module` (a container of several is fine).
+        name: the model folder's name, for messages.
+        wrap: put the module inside a plain holder first (transformers models refuse ModelPatcher's `.device`).
+    """
+
+    def __init__(self, module, name: str, wrap: bool = False):
+        import comfy.model_management as mm
+        import comfy.model_patcher
+
+        self.module = module
+        self.name = name
+        target = _holder_class()(module) if wrap else module
+        self.patcher = comfy.model_patcher.ModelPatcher(target, load_device=mm.get_torch_device(),
+                                                        offload_device=mm.unet_offload_device())
+
+    def load(self, full: bool = True):
+        """Load onto ComfyUI's compute device and return it. `full`: whole, never half-offloaded (diffusers and
+        transformers modules have no cast hooks for a partial low-VRAM load)."""
+        import comfy.model_management as mm
+        import torch
+
+        if full:
+            mm.load_models_gpu([self.patcher], force_full_load=True)
+        else:
+            mm.load_models_gpu([self.patcher])
+        return torch.device(self.patcher.load_device)
+
+    def release(self) -> None:
+        """Offload this model (only this one) and return the freed memory to the driver."""
+        import comfy.model_management as mm
+
+        for i in reversed(range(len(mm.current_loaded_models))):
+            loaded = mm.current_loaded_models[i]
+            if loaded.model is self.patcher:
+                loaded.model_unload()
+                mm.current_loaded_models.pop(i)
+        self.module.to(mm.unet_offload_device())
+        mm.soft_empty_cache()

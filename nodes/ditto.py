@@ -32,24 +32,16 @@ BLINKS = ("off", "random", "fixed")
 LOOP_MODES = ("mirror", "wrap")
 
 
-class DittoHandle:
-    """What flows on a BROADCAST_DITTO_MODEL link: the pipeline and the patcher that moves its networks."""
+class DittoHandle(comfy_bridge.ManagedModel):
+    """What flows on a BROADCAST_DITTO_MODEL link: the pipeline, its networks behind ComfyUI's model management."""
 
     def __init__(self, pipeline: DittoPipeline, name: str):
-        import comfy.model_management as mm
-        import comfy.model_patcher
-
+        super().__init__(pipeline.nets, name)
         self.pipeline = pipeline
-        self.name = name
-        self.patcher = comfy.model_patcher.ModelPatcher(pipeline.nets, load_device=mm.get_torch_device(),
-                                                        offload_device=mm.unet_offload_device())
 
     def ready(self) -> DittoPipeline:
         """Load the networks onto ComfyUI's compute device (ComfyUI unloads them when it needs the memory)."""
-        import comfy.model_management as mm
-
-        mm.load_models_gpu([self.patcher], force_full_load=True)
-        self.pipeline.device = torch.device(self.patcher.load_device)
+        self.pipeline.device = self.load(full=True)
         return self.pipeline
 
 

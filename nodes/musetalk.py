@@ -29,25 +29,17 @@ DETECTOR_FAMILIES = ("musetalk", "ditto")   # model folders searched for an SCRF
 BUILTIN_DETECTORS = ("auto", "haar")
 
 
-class MuseTalkHandle:
-    """What flows on a BROADCAST_MUSETALK_MODEL link: the networks and the patcher that moves them."""
+class MuseTalkHandle(comfy_bridge.ManagedModel):
+    """What flows on a BROADCAST_MUSETALK_MODEL link: UNet + VAE + Whisper encoder behind ComfyUI's model
+    management."""
 
     def __init__(self, nets, name: str):
-        import comfy.model_management as mm
-        import comfy.model_patcher
-
+        super().__init__(nets, name)
         self.nets = nets
-        self.name = name
-        self.patcher = comfy.model_patcher.ModelPatcher(nets, load_device=mm.get_torch_device(),
-                                                        offload_device=mm.unet_offload_device())
 
     def ready(self):
-        """Load onto ComfyUI's compute device (whole: diffusers modules cannot run half-offloaded); return
-        ``(nets, device)``."""
-        import comfy.model_management as mm
-
-        mm.load_models_gpu([self.patcher], force_full_load=True)
-        return self.nets, self.patcher.load_device
+        """Load onto ComfyUI's compute device (whole); return ``(nets, device)``."""
+        return self.nets, self.load(full=True)
 
 
 def _auto_dtype(precision: str) -> torch.dtype:

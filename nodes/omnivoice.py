@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 
-import torch
 from comfy_api.latest import io
 
 from ..engines.common.audio import to_mono
@@ -18,7 +17,7 @@ from ..engines.omnivoice import prompt as ov_prompt
 from ..engines.omnivoice import speak as ov_speak
 from ..engines.omnivoice.text import prepare_text
 from . import types
-from .comfy_bridge import CATEGORY, cache, model_dir, model_names, progress
+from .comfy_bridge import CATEGORY, ManagedModel, cache, model_dir, model_names, progress
 from .tts_common import WHISPER_NONE, transcribe_reference, voices_dir, whisper_names
 
 FAMILY = "omnivoice"
@@ -26,32 +25,16 @@ VOICE_NONE = "(build from reference)"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 _.-]{0,63}$")
 
 
-class _Holder(torch.nn.Module):
-    """Gives ModelPatcher a plain module to move (it sets `.device`, which a transformers model refuses)."""
-
-    def __init__(self, loaded):
-        super().__init__()
-        self.omnivoice = loaded.model
-        self.loaded = loaded
-
-
-class OmniVoiceHandle:
-    """What flows on a BROADCAST_OMNIVOICE_MODEL link: the loaded model and its patcher."""
+class OmniVoiceHandle(ManagedModel):
+    """What flows on a BROADCAST_OMNIVOICE_MODEL link: the loaded model behind ComfyUI's model management."""
 
     def __init__(self, loaded, name: str):
-        import comfy.model_management as mm
-        import comfy.model_patcher
-
+        super().__init__(loaded.model, name, wrap=True)
         self.loaded = loaded
-        self.name = name
-        self.patcher = comfy.model_patcher.ModelPatcher(_Holder(loaded), load_device=mm.get_torch_device(),
-                                                        offload_device=mm.unet_offload_device())
 
     def ready(self):
         """Load onto ComfyUI's compute device (a no-op when it is there already) and return the engine object."""
-        import comfy.model_management as mm
-
-        mm.load_models_gpu([self.patcher])
+        self.load(full=False)
         return self.loaded
 
 

@@ -19,7 +19,7 @@ from ..engines.sam3.segmenter import MaskSettings
 from ..engines.sam3.video_mask import MAX_PROMPTS, OUTPUT_MODES, check_frames, parse_prompts, segment_video
 from . import types
 from .comfy_bridge import CATEGORY as PACK_CATEGORY
-from .comfy_bridge import model_dir, model_names, progress
+from .comfy_bridge import ManagedModel, model_dir, model_names, progress
 
 if int(transformers.__version__.split(".")[0]) < 5:  # SAM3 video classes arrived in transformers 5
     raise ImportError(f"SAM3 nodes need transformers>=5, found {transformers.__version__} "
@@ -31,45 +31,16 @@ DTYPES = ("auto", "float32", "bfloat16", "float16")
 _TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
-class _Holder(torch.nn.Module):
-    """Gives ModelPatcher a plain module to move (it sets `.device`, which a transformers model refuses)."""
-
-    def __init__(self, model: torch.nn.Module):
-        super().__init__()
-        self.sam3 = model
-
-
-class Sam3Handle:
-    """What flows on a BROADCAST_SAM3_MODEL link: the loaded bundle and the patcher that places it."""
+class Sam3Handle(ManagedModel):
+    """What flows on a BROADCAST_SAM3_MODEL link: the loaded bundle behind ComfyUI's model management."""
 
     def __init__(self, bundle: Sam3VideoBundle, name: str):
-        import comfy.model_management as mm
-        import comfy.model_patcher
-
+        super().__init__(bundle.model, name, wrap=True)
         self.bundle = bundle
-        self.name = name
-        self.patcher = comfy.model_patcher.ModelPatcher(_Holder(bundle.model), load_device=mm.get_torch_device(),
-                                                        offload_device=mm.unet_offload_device())
 
     def ready(self) -> torch.device:
         """Load onto ComfyUI's compute device (others are offloaded if room is needed); return that device."""
-        import comfy.model_management as mm
-
-        # Fully: a partial (low-VRAM) load would leave transformers layers on the CPU without cast hooks.
-        mm.load_models_gpu([self.patcher], force_full_load=True)
-        return mm.get_torch_device()
-
-    def release(self) -> None:
-        """Offload this model (only this one) and return the freed memory to the driver."""
-        import comfy.model_management as mm
-
-        for i in reversed(range(len(mm.current_loaded_models))):
-            loaded = mm.current_loaded_models[i]
-            if loaded.model is self.patcher:
-                loaded.model_unload()
-                mm.current_loaded_models.pop(i)
-        self.bundle.model.to(mm.unet_offload_device())
-        mm.soft_empty_cache()
+        return self.load(full=True)
 
 
 def _resolve_dtype(choice: str) -> torch.dtype:
