@@ -44,8 +44,9 @@ def _load_families():
             mod = importlib.import_module(f".nodes.{module}", __name__)
             # ComfyUI builds every schema after this list is returned, and one that raises drops every node after
             # it; building them here keeps a broken family from taking the others down.
+            # (GET_SCHEMA also validates the schema; fall back to define_schema should a newer core rename it.)
             for node_cls in mod.NODES:
-                node_cls.GET_SCHEMA()
+                (getattr(node_cls, "GET_SCHEMA", None) or node_cls.define_schema)()
         except Exception as exc:
             log.warning("Broadcast Avatar: %s nodes disabled: %s: %s", family, type(exc).__name__, exc,
                         exc_info=not isinstance(exc, ImportError))
