@@ -32,7 +32,10 @@ def main() -> None:
     parser.add_argument("--prompts", type=int, default=2, help="prompt lines (1-4)")
     parser.add_argument("--threads", type=int, default=1,
                         help="torch CPU threads; 1 keeps the timing stable on a shared machine")
+    parser.add_argument("--quick", action="store_true", help="smoke run: 12 frames, one repeat")
     args = parser.parse_args()
+    if args.quick:
+        args.frames, args.repeats = 12, 1
 
     import torch
     from transformers.utils import logging as hf_logging

@@ -195,7 +195,10 @@ def main(argv=None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--model", help="a real OmniVoice folder for the prompt benchmark (default: tiny model)")
     parser.add_argument("--skip-prompt", action="store_true", help="mastering only (no omnivoice needed)")
+    parser.add_argument("--quick", action="store_true", help="smoke run: 10 s of audio, one repeat")
     args = parser.parse_args(argv)
+    if args.quick:
+        args.seconds, args.repeats = 10.0, 1
     bench_mastering(args.seconds, args.repeats)
     if not args.skip_prompt:
         bench_prompt(args.model, max(args.repeats, 3))
