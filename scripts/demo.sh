@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # THE setup-and-demo command: builds (or reuses) the environment, makes the sample clip, queues
-# workflows/demo_export.api.json headlessly through a real ComfyUI and prints the .mp4 it wrote.
+# workflows/api/demo_export.api.json headlessly through a real ComfyUI and prints the .mp4 it wrote.
 #   bash scripts/demo.sh                      # extra arguments go to scripts/run_workflow.py (e.g. --url ...)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."

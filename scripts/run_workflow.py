@@ -1,7 +1,7 @@
 """Run a workflow headlessly through a real ComfyUI and print where its outputs went.
 
     $BA_PYTHON scripts/run_workflow.py                          # the demo: sample clip -> workflows/demo_export
-    $BA_PYTHON scripts/run_workflow.py workflows/X.api.json --set "Load Video.video=my.mp4" --set 7.fps=25
+    $BA_PYTHON scripts/run_workflow.py workflows/api/X.api.json --set "Load Video.video=my.mp4" --set 7.fps=25
     $BA_PYTHON scripts/run_workflow.py workflows/X.json --url http://127.0.0.1:8188   # a ComfyUI already running
 
 Without --url it starts its own ComfyUI (headless, CPU unless --gpu) in a base folder under the user's cache folder,
@@ -32,7 +32,7 @@ from scripts.workflow_api import (WorkflowError, apply_overrides, check_prompt, 
                                   parse_set, ui_to_api, workflow_kind)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-DEMO_WORKFLOW = REPO_ROOT / "workflows" / "demo_export.api.json"
+DEMO_WORKFLOW = REPO_ROOT / "workflows" / "api" / "demo_export.api.json"
 VIDEO_SUFFIXES = (".mp4", ".mov", ".mkv", ".webm")
 
 

@@ -1,7 +1,7 @@
 """How the suite runs each shipped workflow on the test server: the registry `CASES`.
 
 The browser test loads every `workflows/<stem>.json` in the real frontend and queues it; the `comfy run` test queues
-every `workflows/<stem>.api.json`. Both look the stem up here. A case's `prepare(comfy)` creates what the workflow
+every `workflows/api/<stem>.api.json`. Both look the stem up here. A case's `prepare(comfy)` creates what the workflow
 needs on the test server (tiny models under `comfy.models_dir/<family>/<name>`, sample media in `comfy.input_dir`)
 and returns overrides ``{"<node id or title>.<input>": value}`` applied to the API prompt before queueing. It is
 called once per test that queues the workflow, so it must be idempotent (reuse what already exists).
@@ -20,7 +20,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-WORKFLOW_DIRS = (REPO_ROOT / "workflows", REPO_ROOT / "tests" / "data" / "workflows")
+# The editor's template browser lists every `*.json` directly in `workflows/`, so only UI-format files live there;
+# their API twins (for headless queueing) are in `workflows/api/`. The harness's own files stay side by side.
+TEMPLATE_DIR = REPO_ROOT / "workflows"
+API_DIR = TEMPLATE_DIR / "api"
+HARNESS_DIR = REPO_ROOT / "tests" / "data" / "workflows"
 
 
 def _no_overrides(comfy: Any) -> dict:
@@ -144,14 +148,19 @@ def stem_of(path: Path) -> str:
     return name[: -len(".api.json")] if name.endswith(".api.json") else name[: -len(".json")]
 
 
+def shipped_api_twin(stem: str) -> Path:
+    """`workflows/api/<stem>.api.json`: the API-format twin of the shipped `workflows/<stem>.json`."""
+    return API_DIR / f"{stem}.api.json"
+
+
 def ui_workflows() -> list[Path]:
     """Every UI-format workflow file (`*.json` that is not `*.api.json`), shipped ones first."""
-    return [p for d in WORKFLOW_DIRS for p in sorted(d.glob("*.json")) if not p.name.endswith(".api.json")]
+    return [p for d in (TEMPLATE_DIR, HARNESS_DIR) for p in sorted(d.glob("*.json")) if not p.name.endswith(".api.json")]
 
 
 def api_workflows() -> list[Path]:
-    """Every API-format workflow file (`*.api.json`)."""
-    return [p for d in WORKFLOW_DIRS for p in sorted(d.glob("*.api.json"))]
+    """Every API-format workflow file (`*.api.json`), shipped ones first."""
+    return [p for d in (API_DIR, HARNESS_DIR) for p in sorted(d.glob("*.api.json"))]
 
 
 def workflow_id(path: Path) -> str:

@@ -1,6 +1,6 @@
 """The shipped Wan 2.1 VACE wardrobe workflow, sampled for real on tiny random Wan weights.
 
-The SHIPPED API twin (workflows/wardrobe_vace.api.json) is queued through the pack's runner
+The SHIPPED API twin (workflows/api/wardrobe_vace.api.json) is queued through the pack's runner
 (`scripts/run_workflow.run`) with the overrides of its WorkflowCase (model names, length, steps; see
 tests/fixtures/vace_wardrobe.py). Nothing of its graph changes; the test only adds core PreviewImage taps (output
 nodes that read four of its outputs as lossless PNGs), because the exported MP4 is 4:2:0 H.264 and cannot show

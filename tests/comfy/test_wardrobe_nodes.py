@@ -16,7 +16,7 @@ def _outputs_by_title(prompt, entry, title):
 
 
 def test_mask_check_workflow_runs_on_the_sample_clip(comfy):
-    prompt, kind = load_workflow(REPO_ROOT / "workflows" / "wardrobe_mask_check.api.json")
+    prompt, kind = load_workflow(REPO_ROOT / "workflows" / "api" / "wardrobe_mask_check.api.json")
     assert kind == "api"
     overrides = case_for("wardrobe_mask_check").prepare(comfy)
     prompt = apply_overrides(prompt, overrides, comfy.object_info())
@@ -108,7 +108,7 @@ def test_minimax_h3_workflow_lacks_exactly_the_core_h3_nodes_here(comfy):
     """On 0.3.75 only core's MiniMax H3 nodes are missing; every pack and core node it uses has the inputs it sets."""
     case = case_for("wardrobe_minimax_h3")
     case.prepare(comfy)  # the garment reference image its LoadImage previews
-    prompt, _ = load_workflow(REPO_ROOT / "workflows" / "wardrobe_minimax_h3.api.json")
+    prompt, _ = load_workflow(REPO_ROOT / "workflows" / "api" / "wardrobe_minimax_h3.api.json")
     info = comfy.object_info()
     missing = sorted({n["class_type"] for n in prompt.values()} - set(info))
     assert missing == sorted(case.expected_missing)

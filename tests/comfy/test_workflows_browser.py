@@ -1,6 +1,6 @@
 """Every UI-format workflow loads in the real ComfyUI frontend (headless Chromium) and runs when queued from it.
 
-For each `workflows/*.json` (not `*.api.json`), picked up automatically: a fresh browser context opens the page
+For each `workflows/*.json` (the template folder: UI files only), picked up automatically: a fresh browser context opens the page
 served by the test server, loads the file, and finds no missing node types (other than the case's
 `expected_missing`, which must be exactly what is missing), no error dialog, no toast and no console error. Then the
 page converts the graph with `app.graphToPrompt`, the case's overrides are applied, the page queues it with

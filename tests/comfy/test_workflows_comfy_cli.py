@@ -1,6 +1,6 @@
 """comfy-cli, the official headless client, against the test server and on the pack's metadata.
 
-Every `workflows/*.api.json` (picked up automatically) is queued with
+Every `workflows/api/*.api.json` (picked up automatically) is queued with
 `comfy --json run --workflow <file> --host 127.0.0.1 --port <port> --wait --timeout 300` after the case's overrides,
 and must exit 0 with `ok` and status `completed`. comfy-cli runs with its own HOME, outside any ComfyUI tree, with
 telemetry and update checks off, so it neither prompts nor writes into the user's config.

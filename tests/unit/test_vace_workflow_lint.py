@@ -12,14 +12,14 @@ WORKFLOWS = Path(__file__).resolve().parents[2] / "workflows"
 
 
 def _api() -> dict:
-    return json.loads((WORKFLOWS / "wardrobe_vace.api.json").read_text(encoding="utf-8"))
+    return json.loads((WORKFLOWS / "api" / "wardrobe_vace.api.json").read_text(encoding="utf-8"))
 
 
 def _by_title(prompt: dict, title: str) -> str:
     return next(nid for nid, n in prompt.items() if n["_meta"]["title"] == title)
 
 
-@pytest.mark.parametrize("name", ["wardrobe_vace.api.json", "wardrobe_vace.json"])
+@pytest.mark.parametrize("name", ["api/wardrobe_vace.api.json", "wardrobe_vace.json"])
 def test_shipped_vace_workflow_passes(name):
     path = WORKFLOWS / name
     assert lint.check_file(path) == []

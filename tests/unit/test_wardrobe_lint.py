@@ -9,16 +9,16 @@ import pytest
 from engines.wardrobe import lint
 from tests.workflow_cases import REPO_ROOT
 
-SHIPPED = sorted((REPO_ROOT / "workflows").glob("*.json"))
+SHIPPED = sorted((REPO_ROOT / "workflows").glob("*.json")) + sorted((REPO_ROOT / "workflows" / "api").glob("*.json"))
 
 
-@pytest.mark.parametrize("path", SHIPPED, ids=[p.name for p in SHIPPED])
+@pytest.mark.parametrize("path", SHIPPED, ids=[str(p.relative_to(REPO_ROOT)) for p in SHIPPED])
 def test_every_shipped_workflow_passes(path):
     assert lint.check_file(path) == [], [str(f) for f in lint.check_file(path)]
 
 
 def _api():
-    return json.loads((REPO_ROOT / "workflows" / "wardrobe_mask_check.api.json").read_text())
+    return json.loads((REPO_ROOT / "workflows" / "api" / "wardrobe_mask_check.api.json").read_text())
 
 
 def _node(cls, **inputs):

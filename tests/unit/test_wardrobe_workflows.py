@@ -7,9 +7,9 @@ import pytest
 from tests.workflow_cases import REPO_ROOT, case_for
 
 SCHEMA = json.loads((REPO_ROOT / "tests" / "data" / "minimax_h3_schema.json").read_text())["nodes"]
-H3_API = json.loads((REPO_ROOT / "workflows" / "wardrobe_minimax_h3.api.json").read_text())
+H3_API = json.loads((REPO_ROOT / "workflows" / "api" / "wardrobe_minimax_h3.api.json").read_text())
 H3_UI = json.loads((REPO_ROOT / "workflows" / "wardrobe_minimax_h3.json").read_text())
-CHECK_API = json.loads((REPO_ROOT / "workflows" / "wardrobe_mask_check.api.json").read_text())
+CHECK_API = json.loads((REPO_ROOT / "workflows" / "api" / "wardrobe_mask_check.api.json").read_text())
 
 
 def _by_class(api, cls):
