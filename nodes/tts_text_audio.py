@@ -69,7 +69,8 @@ class BroadcastAudioMaster(io.ComfyNode):
             display_name="Broadcast Audio Master",
             category=f"{CATEGORY}/tts",
             description="Low-pass 9.6 kHz, de-ess 4.8-8.2 kHz, tame word-final /s/, loudness to a LUFS target "
-                        "(gated BS.1770), true-peak limit; also outputs 16 kHz mono for lip sync. Previews the result.",
+                        "(gated BS.1770) landing within 0.3 LU after the true-peak limiter; also outputs 16 kHz mono for "
+                        "lip sync, and the output's LUFS and true peak. Previews the result.",
             is_output_node=True,
             inputs=[
                 io.Audio.Input("audio", tooltip="Speech to master (any rate; the stages were tuned at 24 kHz)."),
@@ -94,7 +95,12 @@ class BroadcastAudioMaster(io.ComfyNode):
             ],
             outputs=[io.Audio.Output("audio_out", display_name="audio"),
                      io.Audio.Output("audio_16k", display_name="audio_16k"),
-                     io.String.Output("report", display_name="report")],
+                     io.String.Output("report", display_name="report"),
+                     io.Float.Output("lufs", display_name="lufs",
+                                     tooltip="Integrated loudness of the output (first batch item), measured after "
+                                             "the limiter; NaN with the loudness stage off."),
+                     io.Float.Output("true_peak_dbtp", display_name="true_peak_dbtp",
+                                     tooltip="True peak of the output (4x oversampled, first batch item).")],
         )
 
     @classmethod
@@ -114,9 +120,11 @@ class BroadcastAudioMaster(io.ComfyNode):
             bar.step()
         mastered = make_audio(np.stack(items), sr)
         mono16, _ = to_mono(mastered, LIPSYNC_RATE)
+        summary = [r["summary"] for r in reports]
         return io.NodeOutput(mastered, make_audio(mono16, LIPSYNC_RATE),
                              json.dumps(reports[0] if len(reports) == 1 else reports, indent=1),
-                             ui=ui.PreviewAudio(mastered, cls=cls))
+                             reports[0]["output_lufs"], reports[0]["output_true_peak_db"],
+                             ui={**ui.PreviewAudio(mastered, cls=cls).as_dict(), "text": summary})
 
 
 class BroadcastSpeechVerify(io.ComfyNode):

@@ -8,6 +8,13 @@
 4. loudness: gated BS.1770 integrated loudness (pyloudnorm) brought to the target, -14 LUFS by default;
 5. true-peak limiter: a look-around gain that keeps the 4x-oversampled peak under -1 dBTP.
 
+Stages 4 and 5 together land on the target. Setting the loudness once and then limiting lands low on real speech
+(the limiter takes level away after loudness was set: -14.98 LUFS for a -14 target was measured from outside), so
+with both on, the gain *before* the limiter is searched until the limited output measures within
+`LOUDNESS_TOLERANCE_LU` of the target (bracketed secant steps: the limited loudness only grows with that gain). A
+target that no gain reaches under the ceiling is reported (``target_reached`` false, with the level reached), never
+hidden. The report's output loudness and true peak are measured on the float32 samples that are returned.
+
 Input is refused (nothing is produced) when it holds NaN/inf, is flat-topped at full scale (already clipped), or is
 silent where loudness must be measured. `master` returns the processed samples and a report of what each stage did.
 """
@@ -20,6 +27,12 @@ import numpy as np
 
 from ..common.errors import InputError
 from . import dsp
+
+LOUDNESS_TOLERANCE_LU = 0.05   # how close the search aims
+REACH_TOLERANCE_LU = 0.3       # within this of the target counts as on target (the broadcast acceptance bar)
+MAX_LIMITER_PASSES = 12        # limited takes tried before the target is declared unreachable
+MAX_EXTRA_GAIN_DB = 30.0       # the most the search pushes into the limiter beyond the plain loudness gain
+_TRIM = 1.0 - 1e-4             # the final uniform trim stays this far under the ceiling, so float32 output does too
 
 
 @dataclass(frozen=True)
@@ -48,11 +61,26 @@ class MasterReport:
     output_lufs: float = float("nan")
     input_true_peak_db: float = float("nan")
     output_true_peak_db: float = float("nan")
+    target_lufs: float = float("nan")
+    ceiling_dbtp: float = float("nan")
     seconds: dict = field(default_factory=dict)
     notes: list = field(default_factory=list)
+    gain_db: float = float("nan")   # gain the loudness stage applied before the limiter
+    limiter_passes: int = 0         # limited takes measured while searching that gain (0: no limiting needed)
+    target_reached: bool = True     # output loudness within REACH_TOLERANCE_LU of the target
+
+    def summary(self) -> str:
+        """The two figures a broadcast is judged on, in one line."""
+        loud = f"{self.output_lufs:.2f} LUFS" if np.isfinite(self.output_lufs) else "loudness not measured"
+        if np.isfinite(self.target_lufs):
+            loud += f" (target {self.target_lufs:.1f}{'' if self.target_reached else ', not reachable'})"
+        peak = f"true peak {self.output_true_peak_db:.2f} dBTP"
+        if np.isfinite(self.ceiling_dbtp):
+            peak += f" (ceiling {self.ceiling_dbtp:.1f})"
+        return f"{loud}, {peak}"
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        return {**asdict(self), "summary": self.summary()}
 
 
 def check_master_input(x: np.ndarray, input_name: str = "audio") -> None:
@@ -189,7 +217,7 @@ def limit_true_peak(x: np.ndarray, sr: int, ceiling_dbtp: float = -1.0, window_m
     """
     from scipy.ndimage import minimum_filter1d
 
-    ceiling = float(dsp.from_db(ceiling_dbtp))
+    ceiling = float(dsp.from_db(ceiling_dbtp)) * _TRIM
     width = max(round(window_ms * sr / 1000.0) | 1, 3)
     y = x
     for _ in range(4):
@@ -204,6 +232,61 @@ def limit_true_peak(x: np.ndarray, sr: int, ceiling_dbtp: float = -1.0, window_m
     return y * (ceiling / peak) if peak > ceiling else y
 
 
+def loudness_into_limiter(x: np.ndarray, sr: int, target_lufs: float, ceiling_dbtp: float,
+                          measured_lufs: float) -> tuple[np.ndarray, float, int, float]:
+    """Search the pre-limiter gain whose limited output measures `target_lufs`.
+
+    Returns ``(limited audio, gain dB, limiter passes run, output LUFS)``. The output loudness grows monotonically with
+    the gain (slope 1 while nothing is limited, below 1 once the limiter works), so the search keeps a bracket
+    [gain too quiet, gain too loud] and steps by the secant of the last two takes, falling back to bisection when a
+    step leaves the bracket. Speech that needs no limiting at the target takes one plain gain (0 limiter passes).
+    """
+    if not np.isfinite(measured_lufs):
+        raise InputError("audio", "audio with sound in it to bring to a loudness target", "silence (below the "
+                         "BS.1770 gate)", "Check the TTS output, or turn the loudness stage off.")
+    base = target_lufs - measured_lufs
+    ceiling = dsp.from_db(ceiling_dbtp) * _TRIM
+    cap = base + MAX_EXTRA_GAIN_DB
+    low, high = None, None  # (gain, lufs) pairs below and above the target
+    takes = []
+    best = None
+    gain = base
+    passes = 0
+    for _ in range(MAX_LIMITER_PASSES):
+        y = x * dsp.from_db(gain)
+        if dsp.true_peak(y) > ceiling:
+            y = limit_true_peak(y, sr, ceiling_dbtp)
+            passes += 1
+        out = measure_lufs(y, sr)  # measured even unlimited: the -70 LUFS gate makes a plain gain inexact
+        takes.append((gain, out))
+        if best is None or abs(out - target_lufs) < abs(best[2] - target_lufs):
+            best = (y, gain, out)
+        if abs(out - target_lufs) <= LOUDNESS_TOLERANCE_LU:
+            return y, gain, passes, out
+        if out < target_lufs:
+            low = (gain, out)
+        else:
+            high = (gain, out)
+        if low is not None and low[0] >= cap:
+            break  # as loud as the limiter can make it
+        gain = _next_gain(takes, low, high, target_lufs, cap)
+    y, gain, out = best
+    return y, gain, passes, out
+
+
+def _next_gain(takes: list, low, high, target: float, cap: float) -> float:
+    g1, l1 = takes[-1]
+    g0, l0 = takes[-2] if len(takes) > 1 else (None, None)
+    slope = (l1 - l0) / (g1 - g0) if g0 is not None and g1 != g0 else 1.0
+    slope = float(np.clip(slope, 0.02, 1.0))  # limiting only ever flattens the curve
+    guess = g1 + (target - l1) / slope
+    if low is not None and high is not None:
+        lo, hi = low[0], high[0]
+        if not lo < guess < hi:
+            guess = 0.5 * (lo + hi)
+    return min(guess, cap)
+
+
 def master(samples: np.ndarray, sr: int, settings: MasterSettings = MasterSettings(),
            input_name: str = "audio") -> tuple[np.ndarray, MasterReport]:
     """Run the enabled stages on ``(channels, T)`` (or ``(T,)``) samples; returns float32 of the same shape."""
@@ -214,6 +297,9 @@ def master(samples: np.ndarray, sr: int, settings: MasterSettings = MasterSettin
     report = MasterReport(input_true_peak_db=float(dsp.to_db(dsp.true_peak(x))))
     if settings.loudness:
         report.input_lufs = measure_lufs(x, sr)
+        report.target_lufs = float(settings.target_lufs)
+    if settings.limit:
+        report.ceiling_dbtp = float(settings.ceiling_dbtp)
 
     def stage(name, fn):
         nonlocal x
@@ -238,10 +324,31 @@ def master(samples: np.ndarray, sr: int, settings: MasterSettings = MasterSettin
             return out
         stage("terminal_s", _ts)
     if settings.loudness:
-        stage("loudness", lambda a: normalize_loudness(a, sr, settings.target_lufs)[0])
-    if settings.limit:
+        def _loud(a):
+            out, measured = normalize_loudness(a, sr, settings.target_lufs)
+            report.gain_db = float(settings.target_lufs - measured)
+            return out
+        stage("loudness", _loud)
+    if settings.loudness and settings.limit:
+        # The limiter takes level away: search the extra gain into it until the limited take is on target.
+        def _level(a):
+            out, extra, report.limiter_passes, lufs = loudness_into_limiter(
+                a, sr, settings.target_lufs, settings.ceiling_dbtp, measured_lufs=settings.target_lufs)
+            report.gain_db += extra
+            report.notes.append(f"limiter: {extra:+.2f} dB more into it over {report.limiter_passes} pass(es) "
+                                f"to stay on target ({lufs:.2f} LUFS)")
+            return out
+        stage("limit", _level)
+    elif settings.limit:
         stage("limit", lambda a: limit_true_peak(a, sr, settings.ceiling_dbtp))
-    report.output_true_peak_db = float(dsp.to_db(dsp.true_peak(x)))
+    result = x.reshape(shape).astype(np.float32)
+    measured = result.astype(np.float64).reshape(x.shape)  # figures of what is returned, float32 rounding included
+    report.output_true_peak_db = float(dsp.to_db(dsp.true_peak(measured)))
     if settings.loudness:
-        report.output_lufs = measure_lufs(x, sr)
-    return x.reshape(shape).astype(np.float32), report
+        report.output_lufs = measure_lufs(measured, sr)
+        report.target_reached = abs(report.output_lufs - settings.target_lufs) <= REACH_TOLERANCE_LU
+        if not report.target_reached:
+            report.notes.append(f"target {settings.target_lufs:.1f} LUFS not reachable under "
+                                f"{settings.ceiling_dbtp:.1f} dBTP: {report.output_lufs:.2f} LUFS is the closest; "
+                                "lower the target or raise the ceiling")
+    return result, report

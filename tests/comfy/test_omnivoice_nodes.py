@@ -137,3 +137,29 @@ def test_out_of_range_settings_are_rejected_before_running(tiny):
     graph["5"]["inputs"]["t_shift"] = 5.0  # max 2.0
     status, body = tiny.request("POST", "/prompt", {"prompt": graph})
     assert status == 400 and "5" in body.get("node_errors", {}), body
+
+
+def test_mastering_lands_on_the_target_for_speech_that_needs_heavy_limiting(comfy):
+    import json
+
+    import pyloudnorm
+
+    from tests.fixtures.speech import voiced_speech
+
+    sf.write(comfy.input_dir / "ov_loud_speech.wav", voiced_speech(6.0).astype(np.float32), 24000, subtype="FLOAT")
+    graph = {"1": {"class_type": "LoadAudio", "inputs": {"audio": "ov_loud_speech.wav"}},
+             "2": {"class_type": "BroadcastAudioMaster",
+                   "inputs": {"audio": ["1", 0], "lowpass": True, "lowpass_hz": 9600.0, "deess": True,
+                              "deess_threshold": 0.045, "deess_max_db": 7.0, "terminal_s": True, "loudness": True,
+                              "target_lufs": -14.0, "limit": True, "ceiling_dbtp": -1.0}},
+             "3": {"class_type": "PreviewAny", "inputs": {"source": ["2", 2]}}}
+    history = comfy.run(graph, timeout=300)
+    entry = history["outputs"]["2"]
+    mastered, rate = sf.read(_audio_file(comfy, history, "2"), always_2d=True)
+    measured = pyloudnorm.Meter(rate).integrated_loudness(mastered)
+    assert abs(measured - (-14.0)) <= 0.3  # the preview is FLAC: what a listener gets, measured from outside
+    summary = entry["text"][0]
+    assert "LUFS (target -14.0)" in summary and "dBTP (ceiling -1.0)" in summary and "not reachable" not in summary
+    report = json.loads(history["outputs"]["3"]["text"][0])
+    assert abs(report["output_lufs"] + 14.0) <= 0.3 and report["output_true_peak_db"] <= -1.0
+    assert report["limiter_passes"] >= 2 and report["target_reached"]

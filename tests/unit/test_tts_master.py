@@ -6,6 +6,7 @@ import pytest
 
 from engines.common.errors import InputError
 from engines.omnivoice import dsp, master as M
+from tests.fixtures.speech import voiced_speech
 
 SR = 24000
 OFF = dict(lowpass=False, deess=False, terminal_s=False, loudness=False, limit=False)
@@ -142,3 +143,35 @@ def test_channels_share_one_limiter_gain():
     ratio_r = y[1, SR // 2 - 100:SR // 2 + 100] / np.where(right[SR // 2 - 100:SR // 2 + 100] == 0, 1,
                                                            right[SR // 2 - 100:SR // 2 + 100])
     assert np.allclose(ratio, ratio_r, atol=1e-4)
+
+
+
+@pytest.mark.parametrize("target", [-14.0, -16.0])
+def test_heavily_limited_speech_lands_on_the_target_under_the_ceiling(target):
+    x = voiced_speech(8.0)
+    ceiling = 10 ** (-1 / 20)
+    # Setting the loudness once and then limiting (the old order) lands well under the target on this speech.
+    once = M.limit_true_peak(M.normalize_loudness(x[None], SR, target)[0], SR, -1.0)
+    assert M.measure_lufs(once, SR) < target - 0.5  # about 1 LU low at -16, as measured from outside
+
+    y, report = M.master(x, SR, M.MasterSettings(target_lufs=target))
+    measured = M.measure_lufs(y[None].astype(np.float64), SR)  # what is returned, measured independently
+    assert abs(measured - target) <= 0.1 and report.output_lufs == pytest.approx(measured, abs=1e-9)
+    assert dsp.true_peak(y[None].astype(np.float64)) <= ceiling and report.output_true_peak_db <= -1.0
+    assert report.target_reached and report.limiter_passes >= 2
+    assert f"{measured:.2f} LUFS" in report.summary() and "dBTP" in report.summary()
+
+
+def test_speech_under_the_ceiling_needs_no_limiter_pass():
+    x = voiced_speech(4.0)
+    y, report = M.master(x, SR, M.MasterSettings(target_lufs=-30.0))
+    assert report.limiter_passes == 0 and report.output_lufs == pytest.approx(-30.0, abs=0.05)
+    assert report.output_true_peak_db < -1.0
+
+
+def test_an_unreachable_target_is_reported_and_the_ceiling_still_holds():
+    x = voiced_speech(4.0)
+    y, report = M.master(x, SR, M.MasterSettings(target_lufs=-5.0))
+    assert not report.target_reached and report.output_lufs < -5.3
+    assert any("not reachable" in n for n in report.notes) and "not reachable" in report.summary()
+    assert dsp.true_peak(y[None].astype(np.float64)) <= 10 ** (-1 / 20)
