@@ -95,7 +95,7 @@ def _make_detector(name: str):
                          "pip install onnxruntime (or onnxruntime-gpu), or choose haar.")
     from ..engines.musetalk.scrfd import ScrfdDetector
 
-    return ScrfdDetector(_detector_path(name)), "scrfd"
+    return ScrfdDetector(_detector_path(name), device=comfy_bridge.torch_device()), "scrfd"
 
 
 class BroadcastMuseTalkLoader(io.ComfyNode):

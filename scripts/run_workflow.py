@@ -193,18 +193,18 @@ def _remote_dirs(client: ComfyClient) -> Optional[dict]:
 
 
 def put_demo_clip(client: ComfyClient, input_dir: Optional[Path]) -> str:
-    """Make the sample clip with engines/export/sample.py and place it in the server's input folder."""
-    from engines.export import sample
+    """Make the sample clip with scripts/sample_clip.py and place it in the server's input folder."""
+    from scripts import sample_clip
 
-    name = sample.SAMPLE_NAME
+    name = sample_clip.SAMPLE_NAME
     if input_dir is not None:
         target = Path(input_dir) / name
         if not target.exists():
-            sample.make_sample_clip(target)
+            sample_clip.make_sample_clip(target)
         return name
     with tempfile.TemporaryDirectory() as tmp:  # a remote server: upload through its own endpoint
         path = Path(tmp) / name
-        sample.make_sample_clip(path)
+        sample_clip.make_sample_clip(path)
         upload(client, path)
     return name
 

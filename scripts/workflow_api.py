@@ -119,7 +119,9 @@ def is_widget(spec: list) -> bool:
 
 
 # -- UI format -> API format --------------------------------------------------------------------------------------
-def _links(wf: dict) -> dict[int, tuple]:
+def ui_links(wf: dict) -> dict[int, tuple]:
+    """``{link id: (origin id, origin slot, target id, target slot, type)}`` of a UI-format workflow (both the
+    list and the dict form of a saved link)."""
     out = {}
     for link in wf.get("links") or []:
         if isinstance(link, dict):
@@ -130,13 +132,27 @@ def _links(wf: dict) -> dict[int, tuple]:
     return out
 
 
+def api_links(prompt: dict) -> list[tuple[str, int, str, str]]:
+    """``(source id, output slot, target id, input name)`` of every link of an API prompt: an input whose value is
+    ``[node id, slot]`` naming a node of the prompt."""
+    ids = {str(k) for k, v in prompt.items() if isinstance(v, dict) and "class_type" in v}
+    out = []
+    for nid, node in prompt.items():
+        if str(nid) not in ids:
+            continue
+        for name, value in (node.get("inputs") or {}).items():
+            if isinstance(value, list) and len(value) == 2 and isinstance(value[1], int) and str(value[0]) in ids:
+                out.append((str(value[0]), value[1], str(nid), name))
+    return out
+
+
 def ui_to_api(wf: dict, object_info: dict) -> dict:
     """Convert a UI-format workflow to an API prompt using the server's /object_info."""
     if (wf.get("definitions") or {}).get("subgraphs") or (wf.get("extra") or {}).get("groupNodes"):
         raise WorkflowError(f"the workflow uses subgraphs or group nodes, which this runner does not expand. "
                             f"{EXPORT_HINT}")
     nodes = {n["id"]: n for n in wf["nodes"]}
-    links = _links(wf)
+    links = ui_links(wf)
     missing = sorted({n["type"] for n in nodes.values()
                       if n["type"] not in object_info and n["type"] not in FRONTEND_ONLY and n.get("mode") != 2})
     if missing:

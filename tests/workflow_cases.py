@@ -46,11 +46,11 @@ def _harness_core_preview(comfy: Any) -> dict:
 # -- export (issue 2) -----------------------------------------------------------------------------------------------
 def _demo_export(comfy: Any) -> dict:
     """The sample clip the demo uses, made once in the server's input folder."""
-    from engines.export import sample
+    from scripts import sample_clip
 
-    name = sample.SAMPLE_NAME
+    name = sample_clip.SAMPLE_NAME
     if not (comfy.input_dir / name).exists():
-        sample.make_sample_clip(comfy.input_dir / name)
+        sample_clip.make_sample_clip(comfy.input_dir / name)
     return {}
 
 
@@ -68,16 +68,16 @@ WARDROBE_CHECK_FRAMES = 24
 
 def _wardrobe_mask_check(comfy: Any) -> dict:
     """The sample clip plus a lossless mask video (red garment, green hands) at its size: no weights needed."""
-    from engines.export import sample
+    from scripts import sample_clip
     from tests.fixtures.wardrobe_clip import write_mask_video
 
-    clip = comfy.input_dir / sample.SAMPLE_NAME
+    clip = comfy.input_dir / sample_clip.SAMPLE_NAME
     if not clip.exists():
-        sample.make_sample_clip(clip)
+        sample_clip.make_sample_clip(clip)
     masks = comfy.input_dir / "wardrobe_check_masks.mp4"
     if not masks.exists():
         write_mask_video(masks, WARDROBE_CHECK_FRAMES, 448, 256)
-    return {"Load Clip.video": sample.SAMPLE_NAME, "Load Clip.frame_cap": WARDROBE_CHECK_FRAMES,
+    return {"Load Clip.video": sample_clip.SAMPLE_NAME, "Load Clip.frame_cap": WARDROBE_CHECK_FRAMES,
             "Load Mask Video.video": masks.name, "Load Mask Video.frame_cap": WARDROBE_CHECK_FRAMES}
 
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ..common.slerp import slerp as common_slerp
+
 SILENCE_RMS = 0.008
 EASE_FRAMES = 3
 
@@ -69,19 +71,7 @@ def render_plan(weights: np.ndarray, stride: int) -> np.ndarray:
 
 
 def slerp(a: torch.Tensor, b: torch.Tensor, t: torch.Tensor | float, dot_threshold: float = 0.9995) -> torch.Tensor:
-    """Spherical interpolation of flattened tensors a, b (B, ...) at t (B,) or scalar, in float32."""
-    shape = a.shape
-    a32, b32 = a.reshape(shape[0], -1).float(), b.reshape(shape[0], -1).float()
-    t = torch.as_tensor(t, dtype=torch.float32, device=a.device).reshape(-1, 1).expand(shape[0], 1)
-    na = a32.norm(dim=1, keepdim=True)
-    nb = b32.norm(dim=1, keepdim=True)
-    ua, ub = a32 / (na + 1e-7), b32 / (nb + 1e-7)
-    cos = (ua * ub).sum(dim=1, keepdim=True).clamp(-1, 1)
-    omega = torch.acos(cos)
-    sin = torch.sin(omega)
-    near = cos > dot_threshold
-    wa = torch.where(near, 1 - t, torch.sin((1 - t) * omega) / torch.where(near, torch.ones_like(sin), sin))
-    wb = torch.where(near, t, torch.sin(t * omega) / torch.where(near, torch.ones_like(sin), sin))
-    direction = wa * ua + wb * ub
-    direction = direction / (direction.norm(dim=1, keepdim=True) + 1e-7)
-    return (direction * ((1 - t) * na + t * nb)).reshape(shape)
+    """`engines.common.slerp.slerp` with upstream Ditto's arithmetic: float32, linear where the cosine exceeds
+    `dot_threshold`, norms offset by 1e-7; the result in float32. ``t`` is ``[B]`` or a scalar."""
+    return common_slerp(a, b, t, dtype=torch.float32, linear_above_cos=dot_threshold, linear_below_sin=0.0,
+                        eps=1e-7, out_dtype=torch.float32)

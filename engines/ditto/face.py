@@ -1,9 +1,9 @@
 """Face detection and landmarks with Ditto's auxiliary ONNX models (InsightFace det_10g + 2d106det, LivePortrait
 landmark203), without InsightFace or MediaPipe installed.
 
-- det_10g (SCRFD): the frame letterboxed top-left into 512x512, fed as BGR (x - 127.5) / 128; three strides
-  (8, 16, 32) with two anchors per cell; outputs in the file's order: scores x3, boxes x3, keypoints x3; boxes are
-  distances x stride from the anchor centre; score threshold 0.5, NMS 0.4; the largest box wins.
+- det_10g (SCRFD, decoded by `engines/common/scrfd.py`): the frame letterboxed top-left into 512x512 (sizes
+  truncated, as upstream), fed as BGR (x - 127.5) / 128; score threshold 0.5, NMS 0.4 with upstream's +1-pixel box
+  rule; the largest box wins.
 - 2d106det: a 192x192 crop scaled to 1.5x the box, raw 0-255 BGR; 212 values in [-1, 1] -> (p + 1) * 96.
 - landmark203: a 224x224 crop (scale 1.5, vy -0.1) from the 106 points, RGB / 255; the last output, x 224.
 """
@@ -14,11 +14,10 @@ from typing import Optional
 import cv2
 import numpy as np
 
+from ..common import scrfd
 from . import crop
 
 DET_SIZE = 512
-DET_STRIDES = (8, 16, 32)
-DET_ANCHORS = 2
 
 
 class FaceLandmarker:
@@ -45,41 +44,14 @@ class FaceLandmarker:
         scale = nh / h
         canvas = np.zeros((DET_SIZE, DET_SIZE, 3), np.uint8)
         canvas[:nh, :nw] = cv2.resize(rgb, (nw, nh))
-        blob = ((canvas[:, :, ::-1].astype(np.float32) - 127.5) / 128.0).transpose(2, 0, 1)[None]
-        outs = self.det.run(None, {self._det_in: np.ascontiguousarray(blob)})
-        boxes, scores = [], []
-        for i, stride in enumerate(DET_STRIDES):
-            sc = np.asarray(outs[i]).reshape(-1)
-            dist = np.asarray(outs[i + 3]).reshape(-1, 4) * stride
-            cells = DET_SIZE // stride
-            ys, xs = np.mgrid[:cells, :cells]
-            centers = np.repeat(np.stack([xs, ys], -1).reshape(-1, 2) * stride, DET_ANCHORS, axis=0)
-            keep = sc >= self.det_threshold
-            c, d = centers[keep].astype(np.float32), dist[keep]
-            boxes.append(np.concatenate([c - d[:, :2], c + d[:, 2:]], axis=1))
-            scores.append(sc[keep])
-        boxes = np.concatenate(boxes) / scale
-        scores = np.concatenate(scores)
+        outs = self.det.run(None, {self._det_in: scrfd.blob(canvas, "bgr")})
+        boxes, scores, _ = scrfd.decode(outs, DET_SIZE, DET_SIZE, self.det_threshold)
+        boxes = boxes / scale
         if len(scores) == 0:
             return np.zeros((0, 5), np.float32)
         order = scores.argsort()[::-1]
         dets = np.concatenate([boxes, scores[:, None]], axis=1)[order]
-        return dets[self._nms(dets)]
-
-    def _nms(self, dets: np.ndarray) -> list:
-        x1, y1, x2, y2, s = dets.T
-        areas = (x2 - x1 + 1) * (y2 - y1 + 1)
-        order = np.arange(len(dets))
-        keep = []
-        while order.size:
-            i = order[0]
-            keep.append(i)
-            xx1, yy1 = np.maximum(x1[i], x1[order[1:]]), np.maximum(y1[i], y1[order[1:]])
-            xx2, yy2 = np.minimum(x2[i], x2[order[1:]]), np.minimum(y2[i], y2[order[1:]])
-            inter = np.maximum(0, xx2 - xx1 + 1) * np.maximum(0, yy2 - yy1 + 1)
-            iou = inter / (areas[i] + areas[order[1:]] - inter)
-            order = order[1:][iou <= self.nms_threshold]
-        return keep
+        return dets[scrfd.nms(dets, dets[:, 4], self.nms_threshold, pixel_inclusive=True)]
 
     # --- landmarks -------------------------------------------------------------------------------------------
     def landmarks106(self, rgb: np.ndarray, box: np.ndarray) -> np.ndarray:

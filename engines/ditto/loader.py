@@ -190,14 +190,3 @@ def load_networks(files: DittoFiles, input_name: str = "model_name") -> DittoNet
                          f"{a2m['audio_feat_dim']})", f"window {lmdm.seq_len}, condition "
                          f"{lmdm.cond_projection.in_features} in '{files.weights['audio2motion_cfg'].name}'")
     return DittoNetworks(modules)
-
-
-def onnx_session(path: Path, device: Optional[torch.device] = None):
-    import onnxruntime as ort
-
-    providers = ["CPUExecutionProvider"]
-    if device is not None and device.type == "cuda" and "CUDAExecutionProvider" in ort.get_available_providers():
-        providers.insert(0, "CUDAExecutionProvider")
-    opts = ort.SessionOptions()
-    opts.log_severity_level = 3
-    return ort.InferenceSession(str(path), sess_options=opts, providers=providers)

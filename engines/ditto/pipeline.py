@@ -5,7 +5,6 @@ Holds the six networks (one `nn.Module`, so ComfyUI's model management can move 
 """
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Optional
@@ -14,6 +13,8 @@ import numpy as np
 import torch
 
 from ..common.cache import ContentCache, content_hash
+from ..common.fingerprint import file_fingerprint
+from ..common.onnx import onnx_session
 from ..common.errors import InputError
 from ..common.progress import Progress
 from . import audio_features as af
@@ -22,23 +23,10 @@ from . import keypoints as kps
 from . import motion as mo
 from . import render as rd
 from .face import FaceLandmarker
-from .loader import DittoFiles, load_networks, onnx_session, resolve_files
+from .loader import DittoFiles, load_networks, resolve_files
 
 FEATURES_NAMESPACE = "ditto_audio"
 FEATURES_VERSION = 1
-
-
-def file_fingerprint(paths) -> str:
-    """Names, sizes and the first and last 64 KiB of each file: cheap, and changes with any real replacement."""
-    h = hashlib.blake2b(digest_size=16)
-    for p in sorted(Path(p) for p in paths):
-        size = p.stat().st_size
-        h.update(f"{p.name}:{size};".encode())
-        with open(p, "rb") as f:
-            h.update(f.read(65536))
-            f.seek(max(0, size - 65536))
-            h.update(f.read(65536))
-    return h.hexdigest()
 
 
 @dataclass

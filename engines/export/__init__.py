@@ -1,5 +1,6 @@
 """Export: a streaming, one-pass, atomic MP4 writer (NVENC with a libx264 fallback, AAC in the same pass), the
-matching streaming reader for the Load nodes, output-path checks and the synthetic sample clip.
+matching streaming reader for the Load nodes, and output-path checks (the synthetic sample clip
+is a fixture: `scripts/sample_clip.py`).
 
 Other families (MuseTalk, Ditto) feed `VideoWriter` directly so a long render never exists whole in memory.
 """

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import torch
 
+from ..common.slerp import slerp as common_slerp
+
 # Below this angle (radians) sin(θ) is too small to divide by: blend linearly, which is then indistinguishable.
 TINY_ANGLE = 1e-4
 _EPS = 1e-12
@@ -29,32 +31,9 @@ def keyframe_indices(n_frames: int, stride: int) -> torch.Tensor:
 
 
 def slerp(z0: torch.Tensor, z1: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
-    """Spherical interpolation per batch item, norm blended linearly.
-
-    Args:
-        z0, z1: ``[B, ...]`` endpoints.
-        alpha: ``[B]`` weights in [0, 1] (0 gives `z0`, 1 gives `z1`).
-    Returns:
-        ``[B, ...]`` with norm ``(1-α)‖z0‖ + α‖z1‖``; linear blend (renormalised) where the angle is tiny.
-    """
-    shape, dtype = z0.shape, z0.dtype
-    a = alpha.to(torch.float64).reshape(-1, 1)
-    v0 = z0.reshape(shape[0], -1).to(torch.float64)
-    v1 = z1.reshape(shape[0], -1).to(torch.float64)
-    n0 = v0.norm(dim=1, keepdim=True)
-    n1 = v1.norm(dim=1, keepdim=True)
-    u0 = v0 / n0.clamp_min(_EPS)
-    u1 = v1 / n1.clamp_min(_EPS)
-    theta = torch.acos((u0 * u1).sum(dim=1, keepdim=True).clamp(-1.0, 1.0))
-    sin_t = torch.sin(theta)
-    tiny = sin_t.abs() < TINY_ANGLE  # also catches the (degenerate) antipodal case
-    safe_sin = torch.where(tiny, torch.ones_like(sin_t), sin_t)
-    w0 = torch.where(tiny, 1 - a, torch.sin((1 - a) * theta) / safe_sin)
-    w1 = torch.where(tiny, a, torch.sin(a * theta) / safe_sin)
-    direction = w0 * u0 + w1 * u1
-    direction = direction / direction.norm(dim=1, keepdim=True).clamp_min(_EPS)
-    out = direction * ((1 - a) * n0 + a * n1)
-    return out.reshape(shape).to(dtype)
+    """`engines.common.slerp.slerp` with MuseTalk's arithmetic: float64, linear where |sin| of the angle is tiny
+    (which also catches the degenerate antipodal case); the result in `z0`'s dtype. ``alpha`` is ``[B]``."""
+    return common_slerp(z0, z1, alpha, dtype=torch.float64, linear_below_sin=TINY_ANGLE, eps=_EPS)
 
 
 def expand_keyframes(key_latents: torch.Tensor, key_indices: torch.Tensor, frames: torch.Tensor) -> torch.Tensor:

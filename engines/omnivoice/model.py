@@ -12,7 +12,6 @@ always fp32, because the posts saw NaN from an fp16 decoder.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ from typing import Optional
 import torch
 
 from ..common.errors import InputError
+from ..common.fingerprint import file_fingerprint
 from ..common.model_files import require_files
 
 REQUIRED_FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
@@ -70,26 +70,10 @@ def resolve_precision(precision: str, device: torch.device) -> torch.dtype:
 
 
 def tokenizer_fingerprint(folder: Path) -> str:
-    """Hash of the audio tokenizer's config and its weights' safetensors header, size and first/last MiB.
-
-    Cheap on an 800 MB file and changes whenever the weights do (the header lists every tensor's offsets).
-    """
-    h = hashlib.blake2b(digest_size=16)
+    """Fingerprint of the audio tokenizer's config and weights (`engines.common.fingerprint`; 1 MiB edges: cheap on
+    an 800 MB file, and the safetensors header changes whenever the weights do)."""
     at = folder / "audio_tokenizer"
-    h.update((at / "config.json").read_bytes())
-    weights = at / "model.safetensors"
-    size = weights.stat().st_size
-    h.update(str(size).encode())
-    with open(weights, "rb") as f:
-        head = f.read(8)
-        h.update(head)
-        if len(head) == 8:
-            h.update(f.read(min(int.from_bytes(head, "little"), 100_000_000)))
-        f.seek(0)
-        h.update(f.read(1 << 20))
-        f.seek(max(size - (1 << 20), 0))
-        h.update(f.read(1 << 20))
-    return h.hexdigest()
+    return file_fingerprint([at / "config.json", at / "model.safetensors"], edge_bytes=1 << 20)
 
 
 def load_omnivoice(folder: os.PathLike | str, precision: str = "auto", device: Optional[torch.device] = None,

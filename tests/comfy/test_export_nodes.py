@@ -6,7 +6,7 @@ import av
 import pytest
 
 from engines.export import reader
-from engines.export.sample import SAMPLE_NAME, make_sample_clip
+from scripts.sample_clip import SAMPLE_NAME, make_sample_clip
 
 EXPORT_DEFAULTS = {
     "fps": 24.0, "filename_prefix": "broadcast/test", "encoder": "auto", "preset": "auto", "tune": "auto",

@@ -35,11 +35,11 @@ def test_mask_check_workflow_runs_on_the_sample_clip(comfy):
 
 
 def _cache_prompt(masks_source: dict, key_text: str, mode: str = "use cache") -> dict:
-    from engines.export import sample
+    from scripts import sample_clip
 
     prompt = {
         "1": {"class_type": "BroadcastLoadVideo",
-              "inputs": {"video": sample.SAMPLE_NAME, "frame_cap": 4, "skip_first_frames": 0, "target_fps": 0.0}},
+              "inputs": {"video": sample_clip.SAMPLE_NAME, "frame_cap": 4, "skip_first_frames": 0, "target_fps": 0.0}},
         "2": {"class_type": "BroadcastMaskSequenceCache",
               "inputs": {"images": ["1", 0], "prompt": key_text, "params": "test", "masks": ["9", 0],
                          "mode": mode}},
@@ -77,12 +77,12 @@ def test_cache_hit_never_runs_the_segmenter(comfy):
 
 
 def test_uncrop_refuses_a_short_crop_batch(comfy):
-    from engines.export import sample
+    from scripts import sample_clip
 
     case_for("wardrobe_mask_check").prepare(comfy)
     prompt = {
         "1": {"class_type": "BroadcastLoadVideo",
-              "inputs": {"video": sample.SAMPLE_NAME, "frame_cap": 4, "skip_first_frames": 0, "target_fps": 0.0}},
+              "inputs": {"video": sample_clip.SAMPLE_NAME, "frame_cap": 4, "skip_first_frames": 0, "target_fps": 0.0}},
         "2": {"class_type": "SolidMask", "inputs": {"value": 1.0, "width": 64, "height": 64}},
         "3": {"class_type": "MaskComposite", "inputs": {"destination": ["10", 0], "source": ["2", 0], "x": 96,
                                                         "y": 200, "operation": "add"}},

@@ -45,7 +45,7 @@ def test_features_take_rows_minus14_to_minus4_in_pairs():
 
 def test_runner_on_the_tiny_onnx_counts_frames(tmp_path):
     """The upstream-shaped ONNX (input (1, 6480), output (20, 1024) without a batch axis) runs window by window."""
-    from engines.ditto.loader import onnx_session
+    from engines.common.onnx import onnx_session
     from tests.fixtures.tiny_ditto import build_tiny_ditto
 
     folder = build_tiny_ditto(tmp_path / "tiny")

@@ -9,7 +9,7 @@ import pytest
 
 from engines.ditto import crop
 from engines.ditto.face import FaceLandmarker
-from engines.ditto.loader import onnx_session
+from engines.common.onnx import onnx_session
 from tests.fixtures.tiny_ditto import build_tiny_ditto, portrait
 
 REFERENCE = json.loads((Path(__file__).resolve().parents[1] / "data" / "ditto_upstream_face.json").read_text())

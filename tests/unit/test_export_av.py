@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from engines.export import AudioTrack, EncodeSettings, VideoWriter, reader
-from engines.export.sample import SAMPLE_NAME, make_sample_clip
+from scripts.sample_clip import SAMPLE_NAME, make_sample_clip
 
 X264 = EncodeSettings(encoder="x264", preset="ultrafast")
 FPS = 24

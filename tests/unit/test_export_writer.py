@@ -14,7 +14,7 @@ import torch
 from engines.common.errors import InputError
 from engines.export import AudioTrack, EncodeSettings, VideoWriter, reader
 from engines.export.frames import rgb_to_yuv420
-from engines.export.sample import presenter_frames, voice_like
+from scripts.sample_clip import presenter_frames, voice_like
 
 X264 = EncodeSettings(encoder="x264")
 

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from engines.common.errors import InputError
+from engines.common.scrfd import decode
 from engines.musetalk import scrfd
 from engines.musetalk.face_track import track_faces
 from tests.fixtures.tiny_musetalk import SCRFD_KPS as KPS, bright_cell_frame, write_test_scrfd
@@ -23,24 +24,13 @@ def _frame_with_bright_cell(cell_x, cell_y, scale):
     return bright_cell_frame(cell_x, cell_y)
 
 
-def test_anchor_layout_matches_scrfd():
-    c = scrfd.anchor_centres(2, 3, 8, 2)
-    assert c.tolist() == [[0, 0], [0, 0], [8, 0], [8, 0], [16, 0], [16, 0], [0, 8], [0, 8], [8, 8], [8, 8],
-                          [16, 8], [16, 8]]
-
-
-def test_nms_keeps_the_best_of_overlapping_boxes():
-    boxes = np.array([[0, 0, 10, 10], [1, 1, 11, 11], [20, 20, 30, 30]], np.float32)
-    assert scrfd.nms(boxes, np.array([0.9, 0.95, 0.5]), 0.4) == [1, 2]
-
-
 def test_detector_decodes_boxes_and_keypoints_back_to_frame_pixels(model_path):
     det = scrfd.ScrfdDetector(model_path)
     assert (det.input_h, det.input_w) == (160, 160)
     out = det(_frame_with_bright_cell(4, 3, 0.5))
     assert out.shape == (1, 5) and out[0, 4] > 0.9
     # raw box in input pixels: anchor (64, 48) +- 32 -> frame pixels / 0.5
-    raw, _, kps = scrfd.decode(det.session.run(None, {det.input_name: np.zeros((1, 3, 160, 160), np.float32) + 1}),
+    raw, _, kps = decode(det.session.run(None, {det.input_name: np.zeros((1, 3, 160, 160), np.float32) + 1}),
                                160, 160, 0.5)
     assert raw.shape[1] == 4 and kps.shape[1:] == (5, 2)
     expected = scrfd.frontal_box(np.array([64, 32, 192, 160], np.float32),

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from engines.wardrobe import lint
+from scripts import workflow_lint
 
 WORKFLOWS = Path(__file__).resolve().parents[2] / "workflows"
 
@@ -22,7 +22,7 @@ def _by_title(prompt: dict, title: str) -> str:
 @pytest.mark.parametrize("name", ["api/wardrobe_vace.api.json", "wardrobe_vace.json"])
 def test_shipped_vace_workflow_passes(name):
     path = WORKFLOWS / name
-    assert lint.check_file(path) == []
+    assert workflow_lint.check_file(path) == []
 
 
 @pytest.mark.parametrize("sink,sink_input,source,slot", [
@@ -34,6 +34,6 @@ def test_sampler_side_into_a_compositor_is_refused(sink, sink_input, source, slo
     prompt = copy.deepcopy(_api())
     sink_id, source_id = _by_title(prompt, sink), _by_title(prompt, source)
     prompt[sink_id]["inputs"][sink_input] = [source_id, slot]
-    findings = lint.check(prompt, "mutant")
+    findings = workflow_lint.check(prompt, "mutant")
     assert findings, "the lint let a sampler-side mask reach a compositor"
     assert any(f.link.dst == sink_id and f.link.dst_input == sink_input for f in findings), [str(f) for f in findings]

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from engines.wardrobe import lint
+from scripts import workflow_lint
 from tests.workflow_cases import REPO_ROOT
 
 SHIPPED = sorted((REPO_ROOT / "workflows").glob("*.json")) + sorted((REPO_ROOT / "workflows" / "api").glob("*.json"))
@@ -14,7 +14,7 @@ SHIPPED = sorted((REPO_ROOT / "workflows").glob("*.json")) + sorted((REPO_ROOT /
 
 @pytest.mark.parametrize("path", SHIPPED, ids=[str(p.relative_to(REPO_ROOT)) for p in SHIPPED])
 def test_every_shipped_workflow_passes(path):
-    assert lint.check_file(path) == [], [str(f) for f in lint.check_file(path)]
+    assert workflow_lint.check_file(path) == [], [str(f) for f in workflow_lint.check_file(path)]
 
 
 def _api():
@@ -31,7 +31,7 @@ def test_grid_preview_through_core_mask_nodes_into_uncrop_is_refused():
     wf["91"] = _node("GrowMask", mask=["90", 0], expand=2, tapered_corners=True)
     wf["92"] = _node("MaskComposite", destination=["91", 0], source=["5", 1], x=0, y=0, operation="subtract")
     wf["8"]["inputs"]["mask"] = ["92", 0]  # refine <- grid: then the crop record holds the token grid
-    found = lint.check(wf, "wf")
+    found = workflow_lint.check(wf, "wf")
     assert len(found) == 1
     msg = str(found[0])
     assert "link 8:0->9.mask" in msg and "BroadcastSubjectCrop #9" in msg and "input 'mask'" in msg
@@ -41,7 +41,7 @@ def test_grid_preview_through_core_mask_nodes_into_uncrop_is_refused():
 def test_shield_into_the_compositor_is_refused():
     wf = _api()
     wf["9"]["inputs"]["mask"] = ["10", 0]  # cycle aside, the shield must never be the record's mask
-    found = lint.check(wf, "wf")
+    found = workflow_lint.check(wf, "wf")
     assert any("BroadcastMaskShield #10" in str(f) and "input 'mask'" in str(f) for f in found)
 
 
@@ -51,7 +51,7 @@ def test_image_composite_masked_and_repaste_are_compositors():
                      resize_source=False, mask=["10", 0])
     wf["94"] = _node("BroadcastRepasteLayer", images=["1", 0], source_images=["1", 0], protected_mask=["10", 0],
                      feather=4.0, expand=0)
-    found = [str(f) for f in lint.check(wf, "wf")]
+    found = [str(f) for f in workflow_lint.check(wf, "wf")]
     assert any("ImageCompositeMasked #93 input 'mask'" in f for f in found)
     assert any("BroadcastRepasteLayer #94 input 'protected_mask'" in f for f in found)
 
@@ -60,7 +60,7 @@ def test_set_latent_noise_mask_misuse():
     wf = _api()
     wf["95"] = _node("SetLatentNoiseMask", samples=["12", 0], mask=["5", 0])
     wf["96"] = _node("SetLatentNoiseMask", samples=["11", 0], mask=["10", 0])
-    found = [str(f) for f in lint.check(wf, "wf")]
+    found = [str(f) for f in workflow_lint.check(wf, "wf")]
     assert any("#95" in f and "overwrite the token-grid noise mask" in f for f in found)
     assert any("#96" in f and "trilinear resize" in f for f in found)
 
@@ -72,7 +72,7 @@ def test_decoded_pixels_are_clean():
     wf["98"] = _node("VAELoader", vae_name="x.safetensors")
     wf["99"] = _node("BroadcastSubjectUncrop", source_images=["1", 0], cropped_images=["97", 0],
                      crop_record=["9", 2])
-    assert lint.check(wf, "wf") == []
+    assert workflow_lint.check(wf, "wf") == []
 
 
 def test_ui_format_names_the_link_and_follows_bypassed_nodes():
@@ -88,7 +88,7 @@ def test_ui_format_names_the_link_and_follows_bypassed_nodes():
     old = links[ref_in["link"]]
     old[1], old[2] = shield["id"], 0
     assert nodes[crop["id"]] is crop
-    found = lint.check(ui, "ui")
+    found = workflow_lint.check(ui, "ui")
     mask_in = next(i for i in crop["inputs"] if i["name"] == "mask")
     assert len(found) == 1 and f"link {mask_in['link']}:" in str(found[0])
 
@@ -98,10 +98,10 @@ def test_command_line(tmp_path):
     bad["8"]["inputs"]["mask"] = ["10", 0]
     path = tmp_path / "bad.api.json"
     path.write_text(json.dumps(bad))
-    ok = subprocess.run([sys.executable, "-m", "engines.wardrobe.lint", *map(str, SHIPPED)], cwd=REPO_ROOT,
+    ok = subprocess.run([sys.executable, "scripts/workflow_lint.py", *map(str, SHIPPED)], cwd=REPO_ROOT,
                         capture_output=True, text=True)
     assert ok.returncode == 0, ok.stdout + ok.stderr
-    res = subprocess.run([sys.executable, "-m", "engines.wardrobe.lint", str(path)], cwd=REPO_ROOT,
+    res = subprocess.run([sys.executable, "scripts/workflow_lint.py", str(path)], cwd=REPO_ROOT,
                          capture_output=True, text=True)
     assert res.returncode == 1 and "BroadcastSubjectCrop #9" in res.stdout
 
@@ -119,5 +119,5 @@ def test_subgraph_definitions_are_checked():
                        "target_slot": lk[4], "type": lk[5]} for lk in inner["links"]]
     ui["definitions"] = {"subgraphs": [{"id": "sg1", "name": "inner", "nodes": inner["nodes"],
                                         "links": inner["links"]}]}
-    found = lint.check_workflow(ui, "ui")
+    found = workflow_lint.check_workflow(ui, "ui")
     assert len(found) == 1 and "(subgraph inner)" in str(found[0]) and crop["type"] in str(found[0])

@@ -13,8 +13,11 @@ SetLatentNoiseMask is refused on a token-grid latent (it would overwrite the gri
 (its trilinear resize shifts the grid). Only decoders (VAEDecode*) turn a masked latent back into clean pixels.
 
 Works on UI-format (editor) and API-format workflow files; UI subgraph definitions are checked one by one (a path
-through a subgraph's boundary is not followed). Command line:
-    python -m engines.wardrobe.lint workflows/*.json
+through a subgraph's boundary is not followed). Links are read with `scripts/workflow_api.py` (one parser for both
+formats). API files carry no output types, so `OUTPUT_TYPES` lists those of the nodes the shipped workflows use;
+`tests/comfy/test_workflow_lint_table.py` compares it with the live server's /object_info, so a node whose outputs
+change cannot silently hide a leak. Command line (repository root):
+    python scripts/workflow_lint.py workflows/*.json
 exits 1 and prints one line per finding when any file has one.
 """
 from __future__ import annotations
@@ -25,6 +28,12 @@ from collections import defaultdict, deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+if str(REPO_ROOT) not in sys.path:  # also when run as a script
+    sys.path.insert(0, str(REPO_ROOT))
+
+from scripts.workflow_api import api_links, ui_links  # noqa: E402
 
 GRID, GRID_LATENT = "token-grid mask", "latent with a token-grid noise mask"
 
@@ -121,27 +130,17 @@ def parse(data: dict) -> Graph:
         for n in data["nodes"]:
             for i, inp in enumerate(n.get("inputs") or []):
                 names[(str(n["id"]), i)] = inp.get("name", f"input {i}")
-        for lk in data.get("links") or []:
-            if isinstance(lk, dict):
-                lid, src, slot, dst, dslot, typ = (lk["id"], lk["origin_id"], lk["origin_slot"], lk["target_id"],
-                                                   lk["target_slot"], lk.get("type", "*"))
-            else:
-                lid, src, slot, dst, dslot, typ = lk[:6]
+        for lid, (src, slot, dst, dslot, typ) in ui_links(data).items():
             g.links.append(Link(str(lid), str(src), int(slot), str(dst), names.get((str(dst), int(dslot)),
-                                                                                 f"input {dslot}"), str(typ)))
+                                                                                 f"input {dslot}"), str(typ or "*")))
         return g
     for nid, n in data.items():  # API format
         if not isinstance(n, dict) or "class_type" not in n:
             continue
         g.cls[str(nid)] = n["class_type"]
         g.title[str(nid)] = (n.get("_meta") or {}).get("title")
-    for nid, n in data.items():
-        if not isinstance(n, dict) or "class_type" not in n:
-            continue
-        for name, v in (n.get("inputs") or {}).items():
-            if isinstance(v, list) and len(v) == 2 and isinstance(v[1], int) and str(v[0]) in g.cls:
-                g.links.append(Link(f"{v[0]}:{v[1]}->{nid}.{name}", str(v[0]), v[1], str(nid), name,
-                                    g.out_type(str(v[0]), v[1])))
+    for src, slot, dst, name in api_links(data):
+        g.links.append(Link(f"{src}:{slot}->{dst}.{name}", src, slot, dst, name, g.out_type(src, slot)))
     return g
 
 
@@ -224,7 +223,7 @@ def check_file(path: Path) -> list:
 def main(argv=None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if not args:
-        print("usage: python -m engines.wardrobe.lint WORKFLOW.json [...]", file=sys.stderr)
+        print("usage: python scripts/workflow_lint.py WORKFLOW.json [...]", file=sys.stderr)
         return 2
     total = 0
     for name in args:

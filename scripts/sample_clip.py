@@ -8,18 +8,23 @@ arguments give the same pixels and samples.
 
     make_sample_clip(Path(input_dir) / "broadcast_sample.mp4")   # 256x448, 24 fps, 4 s, 48 kHz stereo
 
-From a shell (repository root): `python -m engines.export.sample <ComfyUI input folder>` writes it there.
+A test fixture and a demo helper, not an engine: it lives with the scripts that use it (`run_workflow.py --demo`)
+and is imported by the tests as `scripts.sample_clip`. From a shell (repository root):
+`python scripts/sample_clip.py <ComfyUI input folder>` writes it there.
 """
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
 
-from .audio_track import AudioTrack
-from .settings import EncodeSettings
-from .writer import VideoWriter
+REPO_ROOT = Path(__file__).resolve().parent.parent
+if str(REPO_ROOT) not in sys.path:  # also when run as a script
+    sys.path.insert(0, str(REPO_ROOT))
+
+from engines.export import AudioTrack, EncodeSettings, VideoWriter  # noqa: E402
 
 SAMPLE_NAME = "broadcast_sample.mp4"
 
@@ -130,8 +135,6 @@ def make_sample_clip(path: os.PathLike | str, *, width: int = 256, height: int =
 
 
 if __name__ == "__main__":
-    import sys
-
     if len(sys.argv) != 2:
-        sys.exit("usage: python -m engines.export.sample <folder>   (writes <folder>/" + SAMPLE_NAME + ")")
+        sys.exit("usage: python scripts/sample_clip.py <folder>   (writes <folder>/" + SAMPLE_NAME + ")")
     print(make_sample_clip(Path(sys.argv[1]) / SAMPLE_NAME))
