@@ -95,9 +95,14 @@ class ComfyClient:
     def object_info(self) -> dict:
         return self.get("/object_info")
 
-    def queue(self, prompt: dict, extra_data: Optional[dict] = None) -> str:
-        """POST /prompt; returns the prompt id. A rejected prompt raises `PromptFailed` with the node errors."""
+    def queue(self, prompt: dict, extra_data: Optional[dict] = None, prompt_id: Optional[str] = None) -> str:
+        """POST /prompt; returns the prompt id. A rejected prompt raises `PromptFailed` with the node errors.
+
+        `prompt_id` chooses the id (ComfyUI accepts one but does not deduplicate it: never post the same id twice).
+        """
         body = {"prompt": prompt, "client_id": self.client_id}
+        if prompt_id is not None:
+            body["prompt_id"] = prompt_id
         if extra_data:
             body["extra_data"] = extra_data
         status, answer = self.request("POST", "/prompt", body)

@@ -80,6 +80,8 @@ class ComfyServer(ComfyClient):
         self.extra_args = tuple(extra_args)
         self.env = dict(env or {})
         self.proc: Optional[subprocess.Popen] = None
+        # Run in the child before exec (the batch runner sets PR_SET_PDEATHSIG so a server dies with its owner).
+        self.preexec_fn = None
         super().__init__("http://127.0.0.1:0")
 
     # -- folders ----------------------------------------------------------------------------------------------
@@ -126,7 +128,8 @@ class ComfyServer(ComfyClient):
             log.flush()
             # Its own session, so a Ctrl-C in the terminal reaches only us; we stop it ourselves.
             self.proc = subprocess.Popen(self.command(), cwd=str(self.comfyui_path), env=env, stdout=log,
-                                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+                                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                                         preexec_fn=self.preexec_fn)
             log.close()
             try:
                 self._wait_ready(timeout)

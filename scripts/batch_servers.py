@@ -1,0 +1,279 @@
+"""The servers a batch runs on: one ComfyUI each, started by the runner or reached by URL, locally or in a Ray actor.
+
+Every kind offers the same operations to the runner's dispatcher (one thread per server):
+`start()` (make it answer; returns ``{"url", "pid"}``), `object_info()`, `upload(name, data)`,
+`submit(prompt, prompt_id)`, `wait(prompt_id, timeout)`, `lookup(prompt_id)`, `read(item, offset, size)`,
+`heal()` (restart a server this runner owns, or wait for one reached by URL to answer again) and `close()`.
+A server that stops answering raises `ServerDown`; the dispatcher then requeues the job elsewhere and heals it.
+
+- `LaunchedServer`: a `ComfyServer` (scripts/comfy_server.py) in its own base folder, sharing one models folder,
+  with ``PR_SET_PDEATHSIG`` so the ComfyUI process dies with its owner even if the owner is SIGKILLed;
+  with `gpu` set it runs without `--cpu` and sees only its own device (``CUDA_VISIBLE_DEVICES``).
+- `UrlServer`: an existing ComfyUI; never started or stopped by the runner.
+- `RayServer` (scripts/batch_ray.py): either of the above inside a Ray actor, one server per actor.
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import signal
+import tempfile
+import time
+import urllib.parse
+from pathlib import Path
+from typing import Optional
+
+from scripts.comfy_client import ComfyClient, PromptFailed, ServerError
+from scripts.comfy_server import ComfyServer
+
+PR_SET_PDEATHSIG = 1
+READ_CHUNK = 4 << 20
+
+
+class ServerDown(RuntimeError):
+    """The server stopped answering or its process died (the job it ran is requeued elsewhere)."""
+
+
+class Stopped(Exception):
+    """The runner is stopping; the prompt it was waiting for is left as it is."""
+
+
+class OutputMissing(RuntimeError):
+    """A finished prompt's output file cannot be read from its server (the attempt does not count as done)."""
+
+
+def die_with_parent() -> None:
+    """preexec_fn: the child gets SIGKILL when the thread that started it exits (Linux only; else a no-op)."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except OSError:
+        pass
+
+
+class _Backend:
+    """What every server kind shares once it has a `ComfyClient`."""
+
+    name = "server"
+    can_restart = False
+
+    def __init__(self) -> None:
+        self.client: Optional[ComfyClient] = None
+
+    def _need(self) -> ComfyClient:
+        if self.client is None:
+            raise ServerDown(f"{self.name} is not started")
+        return self.client
+
+    def object_info(self) -> dict:
+        try:
+            return self._need().object_info()
+        except (OSError, ServerError) as exc:
+            raise ServerDown(f"{self.name}: {exc}") from None
+
+    def upload(self, name: str, data: bytes) -> None:
+        from scripts.run_workflow import upload
+
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / name
+            path.write_bytes(data)
+            try:
+                upload(self._need(), path)
+            except (OSError, ServerError) as exc:
+                raise ServerDown(f"{self.name}: uploading {name} failed: {exc}") from None
+
+    def submit(self, prompt: dict, prompt_id: str) -> None:
+        """POST /prompt with our id; a rejection raises `PromptFailed` (the job is invalid as written)."""
+        try:
+            self._need().queue(prompt, prompt_id=prompt_id)
+        except PromptFailed:
+            raise
+        except (OSError, ServerError) as exc:
+            raise ServerDown(f"{self.name}: {exc}") from None
+
+    def wait(self, prompt_id: str, timeout: float, should_stop=None) -> dict:
+        """The history entry once the prompt finished; `PromptFailed` on an execution error.
+
+        `should_stop()` is asked at every poll; when it says yes, `Stopped` is raised and the prompt keeps running on
+        the server (the next run adopts it).
+        """
+        def on_poll():
+            if should_stop is not None and should_stop():
+                raise Stopped(prompt_id)
+        try:
+            return self._need().finish(prompt_id, timeout, on_poll)
+        except (PromptFailed, TimeoutError, Stopped):
+            raise
+        except (OSError, ServerError) as exc:
+            raise ServerDown(f"{self.name}: {exc}") from None
+
+    def lookup(self, prompt_id: str) -> str:
+        """Where a prompt stands on this server: "finished", "queued" (pending or running) or "unknown"."""
+        client = self._need()
+        try:
+            entry = client.history(prompt_id)
+            if entry is not None and ((entry.get("status") or {}).get("completed")
+                                      or (entry.get("status") or {}).get("status_str") in ("success", "error")):
+                return "finished"
+            queue = client.get("/queue")
+        except (OSError, ServerError) as exc:
+            raise ServerDown(f"{self.name}: {exc}") from None
+        for item in queue.get("queue_running", []) + queue.get("queue_pending", []):
+            if len(item) > 1 and item[1] == prompt_id:
+                return "queued"
+        return "unknown"
+
+    def cancel(self, prompt_id: str) -> None:
+        if self.client is not None:
+            self.client.cancel(prompt_id)
+
+    def read(self, item: dict, offset: int, size: int = READ_CHUNK) -> bytes:
+        """`size` bytes of an output file from `offset` over GET /view (works for a server on another machine)."""
+        query = urllib.parse.urlencode({"filename": item["filename"], "subfolder": item.get("subfolder", ""),
+                                        "type": item.get("type", "output")})
+        import urllib.request
+
+        req = urllib.request.Request(f"{self._need().url}/view?{query}",
+                                     headers={"Range": f"bytes={offset}-{offset + size - 1}"})
+        try:
+            with urllib.request.urlopen(req, timeout=120) as resp:
+                data = resp.read()
+                if resp.status == 200 and offset:  # no range support: the whole file came back
+                    data = data[offset:offset + size]
+                return data[:size]
+        except urllib.error.HTTPError as exc:
+            if exc.code == 416:  # past the end
+                return b""
+            raise OutputMissing(f"{self.name}: GET /view {item['filename']} answered {exc.code}") from None
+        except OSError as exc:
+            raise ServerDown(f"{self.name}: {exc}") from None
+
+    def alive(self) -> bool:
+        return self.client is not None and self.client.alive()
+
+
+class UrlServer(_Backend):
+    """A ComfyUI the runner does not own: it is never started or stopped, only waited for when it goes away."""
+
+    def __init__(self, url: str, rejoin_timeout: float = 600):
+        super().__init__()
+        self.url = url.rstrip("/")
+        self.name = self.url
+        self.rejoin_timeout = rejoin_timeout
+        self.client = ComfyClient(self.url)
+
+    def start(self, timeout: Optional[float] = None) -> dict:
+        deadline = time.monotonic() + (self.rejoin_timeout if timeout is None else timeout)
+        while not self.client.alive():
+            if time.monotonic() > deadline:
+                raise ServerDown(f"no ComfyUI answers at {self.url}")
+            time.sleep(1)
+        return {"url": self.url, "pid": self._pid()}
+
+    def _pid(self) -> Optional[int]:
+        # ComfyUI does not report its PID; the tests know it from the process they started.
+        return None
+
+    def heal(self, should_stop=lambda: False) -> dict:
+        deadline = time.monotonic() + self.rejoin_timeout
+        while not self.client.alive():
+            if should_stop() or time.monotonic() > deadline:
+                raise ServerDown(f"{self.url} did not come back within {self.rejoin_timeout:.0f} s")
+            time.sleep(1)
+        return {"url": self.url, "pid": None}
+
+    def close(self) -> None:
+        """Not ours: it keeps running (a prompt still queued there is adopted by the next run)."""
+
+
+class LaunchedServer(_Backend):
+    """A ComfyUI this runner starts, in `base_dir`, sharing `models_dir`; restarted when it dies."""
+
+    can_restart = True
+
+    def __init__(self, name: str, base_dir: os.PathLike | str, models_dir: Optional[os.PathLike | str] = None,
+                 gpu: Optional[str] = None, start_timeout: float = 300, comfyui_path: Optional[str] = None,
+                 python: Optional[str] = None):
+        super().__init__()
+        self.name = name
+        self.base_dir = Path(base_dir)
+        self.models_dir = models_dir
+        self.gpu = gpu
+        self.start_timeout = start_timeout
+        self.comfyui_path, self.python = comfyui_path, python
+        self.server: Optional[ComfyServer] = None
+
+    def _make(self) -> ComfyServer:
+        env = {"CUDA_VISIBLE_DEVICES": self.gpu} if self.gpu is not None else {}
+        server = ComfyServer(self.base_dir, models_dir=self.models_dir, env=env, comfyui_path=self.comfyui_path,
+                             python=self.python)
+        server.preexec_fn = die_with_parent
+        if self.gpu is not None:
+            cpu_command = server.command
+            server.command = lambda: [a for a in cpu_command() if a != "--cpu"]
+        return server
+
+    def start(self) -> dict:
+        if self.server is None:
+            self.server = self._make()
+        if self.server.proc is None or self.server.proc.poll() is not None:
+            try:
+                self.server.start(self.start_timeout)
+            except ServerError as exc:
+                raise ServerDown(f"{self.name} did not start: {exc}") from None
+        self.client = self.server
+        return {"url": self.server.url, "pid": self.server.proc.pid, "log": str(self.server.log_path)}
+
+    def heal(self, should_stop=lambda: False) -> dict:
+        if self.server is not None:
+            self.server.stop()  # a hung server is stopped before its replacement starts
+        return self.start()
+
+    def alive(self) -> bool:
+        return self.server is not None and self.server.proc is not None and self.server.proc.poll() is None \
+            and self.server.alive()
+
+    def read(self, item: dict, offset: int, size: int = READ_CHUNK) -> bytes:
+        """Straight from this server's output folder (it is on this machine); never outside that folder."""
+        root = self._need().output_dir.resolve()
+        path = (root / item.get("subfolder", "") / item["filename"]).resolve()
+        if root not in path.parents or not path.is_file():
+            raise OutputMissing(f"{self.name}: output {item['filename']} is not in {root}")
+        with open(path, "rb") as f:
+            f.seek(offset)
+            return f.read(size)
+
+    def pid(self) -> Optional[int]:
+        return self.server.proc.pid if self.server is not None and self.server.proc is not None else None
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+
+
+def fetch(server, item: dict, dest: Path) -> tuple[str, int]:
+    """Copy one output file to `dest` chunk by chunk (through `server.read`); returns (sha256, bytes).
+
+    Written to `<dest>.part` and renamed, so an interrupted copy never leaves a file that looks finished.
+    """
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    part = dest.with_name(dest.name + ".part")
+    digest, size = hashlib.sha256(), 0
+    try:
+        with open(part, "wb") as f:
+            while True:
+                chunk = server.read(item, size)
+                if not chunk:
+                    break
+                f.write(chunk)
+                digest.update(chunk)
+                size += len(chunk)
+            f.flush()
+            os.fsync(f.fileno())
+        if size == 0:
+            raise OutputMissing(f"{getattr(server, 'name', 'server')}: output {item['filename']} is empty or missing")
+        os.replace(part, dest)
+    finally:
+        if part.exists():
+            part.unlink()
+    return digest.hexdigest(), size
