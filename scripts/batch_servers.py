@@ -20,7 +20,9 @@ import os
 import signal
 import tempfile
 import time
+import urllib.error
 import urllib.parse
+import urllib.request
 from pathlib import Path
 from typing import Optional
 
@@ -131,8 +133,6 @@ class _Backend:
         """`size` bytes of an output file from `offset` over GET /view (works for a server on another machine)."""
         query = urllib.parse.urlencode({"filename": item["filename"], "subfolder": item.get("subfolder", ""),
                                         "type": item.get("type", "output")})
-        import urllib.request
-
         req = urllib.request.Request(f"{self._need().url}/view?{query}",
                                      headers={"Range": f"bytes={offset}-{offset + size - 1}"})
         try:

@@ -34,6 +34,7 @@ import os
 import sys
 import threading
 import time
+import traceback
 import uuid
 from collections import deque
 from pathlib import Path
@@ -93,9 +94,13 @@ class WorkQueue:
         self.in_flight = 0
         self.stopping = False
 
-    def put(self, run: JobRun, avoid: frozenset = frozenset()) -> None:
+    def put(self, run: JobRun, avoid: frozenset = frozenset(), front: bool = False) -> None:
+        """Queue a job; a requeued one goes to the front (it has waited already)."""
         with self.cond:
-            self.pending.append((run, avoid))
+            if front:
+                self.pending.appendleft((run, avoid))
+            else:
+                self.pending.append((run, avoid))
             self.cond.notify_all()
 
     def take(self, server: str, others_up) -> Optional[JobRun]:
@@ -370,6 +375,9 @@ class BatchRunner:
                             final=run.execution_errors >= MAX_EXECUTION_ERRORS)
         except (TimeoutError, OutputMissing) as exc:
             self._retry(run, slot, attempt, "timeout" if isinstance(exc, TimeoutError) else "no_output", str(exc))
+        except Exception as exc:  # a defect here must not lose the job: it is recorded and bounded like the rest
+            self.progress.event(f"{run.job.name}: unexpected error on {slot.name}:\n{traceback.format_exc()}")
+            self._retry(run, slot, attempt, "internal", f"{type(exc).__name__}: {exc}")
         finally:
             slot.job = None
             if slot.up:
@@ -397,7 +405,7 @@ class BatchRunner:
             return
         self.record(run, "retry", attempt=attempt, kind=kind, error=error)
         run.state = "pending"
-        self.queue.put(run, frozenset({slot.name}))
+        self.queue.put(run, frozenset({slot.name}), front=True)
 
     # -- the whole batch ----------------------------------------------------------------------------------------
     def all_done_already(self) -> bool:

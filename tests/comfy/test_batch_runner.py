@@ -1,0 +1,219 @@
+"""scripts/run_batch.py over two real loopback ComfyUI servers, single-process mode (no Ray).
+
+- A server the runner started is SIGKILLed while it runs a job: the job goes to the other server, the killed one is
+  restarted and rejoins, and every job finishes exactly once. "Once" is counted on the servers (their logs' "Prompt
+  executed" lines and the files in their output folders), not only in the ledger.
+- The runner itself is SIGKILLed mid-batch with prompts in flight on two servers reached by URL; the next run skips
+  what finished, adopts the in-flight prompts from the servers' /history and queue, and runs the rest; a third run
+  starts nothing.
+- No process the runner started outlives it (checked by PID).
+Each test stops by itself (bounded waits); only 127.0.0.1 is used.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from scripts.batch_ledger import Ledger, sha256_file
+from scripts.comfy_client import ComfyClient
+from scripts.comfy_server import ComfyServer
+from tests.workflow_cases import REPO_ROOT
+
+WORKFLOW = REPO_ROOT / "workflows" / "api" / "demo_export.api.json"
+RUNNER = REPO_ROOT / "scripts" / "run_batch.py"
+JOBS = 10
+
+
+@pytest.fixture(scope="module")
+def clip(tmp_path_factory):
+    from engines.export.sample import SAMPLE_NAME, make_sample_clip
+
+    # Long enough (20 s of 256x448, encoded with x264 "slow") that a job is still running when a server is
+    # killed and that work is left when the restarted server rejoins.
+    return make_sample_clip(tmp_path_factory.mktemp("clip") / SAMPLE_NAME, seconds=20.0)
+
+
+def write_batch(folder: Path, n: int = JOBS) -> Path:
+    batch = folder / "evening.jsonl"
+    batch.write_text("".join(json.dumps({"name": f"item-{i:02d}", "workflow": str(WORKFLOW),
+                                         "set": {"Broadcast Export Video.quality": 18 + i,
+                                                 "Broadcast Export Video.preset": "slow"}}) + "\n"
+                             for i in range(n)))
+    return batch
+
+
+def start_runner(batch: Path, clip: Path, *args) -> subprocess.Popen:
+    return subprocess.Popen([os.environ.get("BA_PYTHON") or sys.executable, str(RUNNER), str(batch), "--input",
+                             str(clip), "--no-progress", "--summary-json", str(batch.parent / "summary.json"), *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def finish(proc: subprocess.Popen, timeout: float = 420) -> str:
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, _ = proc.communicate()
+        pytest.fail(f"the runner did not finish within {timeout} s:\n{out[-6000:]}")
+    return out
+
+
+def wait_for(what, timeout: float, proc: subprocess.Popen = None, message: str = ""):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = what()
+        if value:
+            return value
+        if proc is not None and proc.poll() is not None:
+            pytest.fail(f"the runner exited ({proc.returncode}) before {message}:\n{proc.stdout.read()[-6000:]}")
+        time.sleep(0.2)
+    if proc is not None:
+        proc.kill()
+    pytest.fail(f"timed out waiting for {message}")
+
+
+def running_on(ledger: Ledger, url: str) -> list[dict]:
+    """Attempts submitted to `url` with no outcome yet, that its server reports as running."""
+    open_attempts = [h.in_flight() for h in ledger.jobs().values() if h.in_flight() and h.in_flight()["url"] == url]
+    if not open_attempts:
+        return []
+    try:
+        running = {item[1] for item in ComfyClient(url).get("/queue", timeout=5)["queue_running"]}
+    except OSError:
+        return []
+    return [a for a in open_attempts if a["prompt_id"] in running]
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie is dead for our purpose (its parent has not reaped it yet).
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] != "Z"
+    except (FileNotFoundError, IndexError):
+        return False
+
+
+def executions(logs) -> int:
+    return sum(Path(log).read_text(errors="replace").count("Prompt executed in") for log in logs)
+
+
+def server_files(output_dirs) -> dict[str, list[Path]]:
+    """Every .mp4 in the servers' output folders, by job key (the key is in each attempt's unique prefix)."""
+    found: dict[str, list[Path]] = {}
+    for folder in output_dirs:
+        for path in Path(folder).rglob("*.mp4"):
+            key = path.name.split("_")[1].split("-a")[0]
+            found.setdefault(key, []).append(path)
+    return found
+
+
+def check_ledger_outputs(ledger: Ledger, n: int) -> dict:
+    jobs = ledger.jobs()
+    assert len(jobs) == n
+    for key, history in jobs.items():
+        done = history.done_record()
+        assert done is not None, f"{key} is not done: {history.records[-1]}"
+        assert [r["state"] for r in history.records].count("done") == 1, f"{key} was done twice"
+        (item,) = done["files"]
+        assert Path(item["path"]).is_file() and sha256_file(item["path"]) == item["sha256"]
+    return jobs
+
+
+def test_killed_server_rejoins_and_nothing_is_lost_or_run_twice(tmp_path, clip):
+    batch = write_batch(tmp_path)
+    proc = start_runner(batch, clip, "--servers", "2", "--work-dir", str(tmp_path / "work"),
+                        "--models-dir", str(tmp_path / "models"), "--job-timeout", "300")
+    ledger = Ledger(tmp_path / "evening.out" / "ledger.jsonl")
+
+    def second_server():
+        return next((r for r in ledger.servers() if r["server"] == "local-2"), None)
+    victim = wait_for(second_server, 300, proc, "local-2 started")
+    killed = wait_for(lambda: running_on(ledger, victim["url"]), 300, proc, "a job running on local-2")[0]
+    os.kill(victim["pid"], signal.SIGKILL)
+    out = finish(proc)
+    assert proc.returncode == 0, out
+
+    jobs = check_ledger_outputs(ledger, JOBS)
+    retried = jobs[killed["key"]]
+    assert [r["kind"] for r in retried.records if r["state"] == "retry"] == ["server_down"], retried.records
+    assert retried.done_record()["server"] == "local-1"  # requeued to the other server, not the dead one
+    rejoined = [r for r in ledger.servers() if r["server"] == "local-2" and r["event"] == "rejoined"]
+    assert len(rejoined) == 1 and rejoined[0]["pid"] != victim["pid"]
+    after = [h.done_record() for h in jobs.values() if h.done_record()["server"] == "local-2"
+             and h.done_record()["t"] > rejoined[0]["t"]]
+    assert after, "the restarted server ran no job after rejoining"
+
+    # Counted on the servers: one execution and one file per job; the killed attempt wrote nothing.
+    bases = [tmp_path / "work" / "server-1", tmp_path / "work" / "server-2"]
+    assert executions(b / "comfyui.log" for b in bases) == JOBS
+    files = server_files(b / "output" for b in bases)
+    assert sorted(files) == sorted(jobs) and all(len(v) == 1 for v in files.values()), files
+
+    # No process outlives the run: both servers as first started and the restarted one.
+    pids = {r["pid"] for r in ledger.servers() if r.get("pid")}
+    assert len(pids) == 3
+    assert not [pid for pid in pids if pid_alive(pid)]
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["counts"] == {"done": JOBS}
+
+
+@pytest.fixture()
+def url_servers(tmp_path):
+    servers = [ComfyServer(tmp_path / f"server-{i}", python=os.environ.get("BA_PYTHON") or sys.executable)
+               for i in (1, 2)]
+    try:
+        for s in servers:
+            s.start()
+        yield servers
+    finally:
+        for s in servers:
+            s.stop()
+
+
+def test_stopped_runner_resumes_skipping_done_and_adopting_in_flight(tmp_path, clip, url_servers):
+    batch = write_batch(tmp_path, 8)
+    urls = [arg for s in url_servers for arg in ("--url", s.url)]
+    ledger = Ledger(tmp_path / "evening.out" / "ledger.jsonl")
+    proc = start_runner(batch, clip, *urls)
+
+    def two_done_and_one_running():
+        done = sum(1 for h in ledger.jobs().values() if h.done_record())
+        return done >= 2 and any(running_on(ledger, s.url) for s in url_servers)
+    wait_for(two_done_and_one_running, 300, proc, "two jobs done and one running")
+    proc.kill()  # the harshest stop: no clean-up at all
+    proc.wait(30)
+    before = ledger.jobs()
+    done_before = {k for k, h in before.items() if h.done_record()}
+    in_flight = {k for k, h in before.items() if h.in_flight()}
+    assert in_flight, "nothing was in flight when the runner was killed"
+
+    out = finish(start_runner(batch, clip, *urls))
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["counts"] == {"done": 8}, out
+    how = {job["key"]: job["how"] for job in summary["jobs"]}
+    assert {k for k, h in how.items() if h == "skipped"} == done_before
+    adopted = {k for k, h in how.items() if h == "adopted"}
+    assert adopted and adopted <= in_flight, (adopted, in_flight)
+    jobs = check_ledger_outputs(ledger, 8)
+    # An adopted prompt was posted once: it has one submitted record and no retry.
+    for key in adopted:
+        states = [r["state"] for r in jobs[key].records if r["state"] not in ("job",)]
+        assert states == ["submitted", "done"], states
+    assert executions(s.log_path for s in url_servers) == 8
+    files = server_files(s.output_dir for s in url_servers)
+    assert sorted(files) == sorted(jobs) and all(len(v) == 1 for v in files.values()), files
+
+    third = start_runner(batch, clip, *urls)
+    out = finish(third, 120)
+    assert third.returncode == 0 and "already done" in out, out
+    assert executions(s.log_path for s in url_servers) == 8
