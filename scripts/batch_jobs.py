@@ -17,7 +17,6 @@ import csv
 import hashlib
 import json
 import re
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -50,8 +49,10 @@ class Job:
 
 
 def pack_version() -> str:
-    with open(REPO_ROOT / "pyproject.toml", "rb") as f:
-        return tomllib.load(f)["project"]["version"]
+    """The pack's version from pyproject.toml (read by pattern: tomllib is not in Python 3.10)."""
+    text = (REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    found = re.search(r'(?m)^version\s*=\s*"([^"]+)"', text)
+    return found.group(1) if found else "unknown"
 
 
 def job_key(workflow_bytes: bytes, overrides: dict, input_files: dict, version: str) -> str:

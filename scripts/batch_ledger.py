@@ -26,7 +26,7 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Iterable, Iterator, Optional
+from typing import Iterator, Optional
 
 FINAL_STATES = ("done", "failed", "invalid")
 ATTEMPT_STATES = ("submitted", "done", "retry", "failed", "invalid")
@@ -180,9 +180,3 @@ def verify_done(record: dict) -> Optional[str]:
             return f"output {path} does not match its recorded sha256 (changed or corrupt)"
     return None
 
-
-def summarise(histories: Iterable[JobHistory]) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for h in histories:
-        counts[h.state] = counts.get(h.state, 0) + 1
-    return counts
