@@ -25,6 +25,7 @@ FAMILIES = {
                               ("cv2", "opencv-python-headless<5")]),
     "sam3": ("sam3", [("transformers", "transformers>=5"), ("torchvision", "torchvision")]),
     "ditto": ("ditto", [("onnxruntime", "onnxruntime"), ("cv2", "opencv-python-headless<5")]),
+    "qc": ("qc", [("av", "av"), ("scipy", "scipy"), ("pyloudnorm", "pyloudnorm"), ("PIL", "pillow")]),
 }
 
 

@@ -1,0 +1,13 @@
+"""Broadcast QC: file-based quality control of a finished clip, the way a newsroom checks before air.
+
+Streaming meters (`audio_meter`, `picture_meter`, fed by `source`) keep a few numbers per time bin; `checks` turns
+them into pass / fail / skip answers against `limits` (each naming its standard: EBU R128 / ITU-R BS.1770-4, EBU
+Tech 3342, EBU R103, EBU R37, ...); `lipsync` estimates the audio offset from mouth motion; `plot` draws the sheet;
+`run` ties them together. Loudness uses pyloudnorm's K-weighting, true peak the mastering stage's 4x oversampling,
+intelligibility the OmniVoice family's Whisper transcription and word-accuracy scoring.
+"""
+from .limits import DEFAULT_PRESET, LAYOUTS, LOUDNESS_PRESETS, THRESHOLDS, QCLimits
+from .run import QCResult, qc_file, qc_frames
+
+__all__ = ["DEFAULT_PRESET", "LAYOUTS", "LOUDNESS_PRESETS", "THRESHOLDS", "QCLimits", "QCResult", "qc_file",
+           "qc_frames"]

@@ -1,0 +1,168 @@
+"""Broadcast QC engine on clips made to fail: each check catches its own fault and passes the clean clip.
+
+The clips (tests/fixtures/qc_clips.py) are 6 s, 256x256, 30 fps talking faces whose mouth follows the voice's
+envelope; clean ones and audio faults are written by the pack's export writer.
+"""
+import numpy as np
+import pytest
+
+from engines.common.errors import InputError
+from engines.omnivoice import dsp, master
+from engines.qc import QCLimits, loudness, qc_file, qc_frames
+from engines.qc.audio_meter import AudioMeter
+from tests.fixtures.qc_clips import FAULTS, talking_clip, voice
+
+LIMITS = QCLimits()
+# What each fault must fail (and nothing outside the set may fail).
+EXPECTED = {
+    "low_1lu": {"integrated_loudness"},
+    "clipped": {"clipping", "true_peak", "integrated_loudness"},   # driven 12 dB into full scale: louder too
+    "frozen": {"frozen_frames"},
+    "superwhite": {"luma_levels"},
+    "silent_gap": {"dropouts"},
+    "flicker": {"face_flicker"},
+    "black": {"black_frames"},
+    "untagged": {"colour_tags"},
+}
+
+
+@pytest.fixture(scope="module")
+def clips(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("qc")
+    return lambda name, **kw: talking_clip(folder / f"{name}.mp4", **kw) if not (folder / f"{name}.mp4").exists() \
+        else folder / f"{name}.mp4"
+
+
+@pytest.fixture(scope="module")
+def clean(clips):
+    return qc_file(clips("clean"), LIMITS)
+
+
+def test_clean_clip_passes_every_check(clean):
+    assert clean.verdict == "pass", clean.text
+    checks = clean.report["checks"]
+    assert {n for n, c in checks.items() if c["status"] == "skip"} == {"intelligibility"}
+    assert abs(checks["integrated_loudness"]["value"] + 14.0) < 0.2
+    assert checks["true_peak"]["value"] <= -1.0
+    assert abs(checks["lip_sync"]["value"]) < 20
+    assert checks["colour_tags"]["detail"].startswith("range tv, matrix smpte170m, primaries bt709")
+
+
+@pytest.mark.parametrize("fault", FAULTS)
+def test_each_fault_is_caught_by_its_check(clips, fault):
+    result = qc_file(clips(fault, fault=fault), LIMITS)
+    assert result.verdict == "fail"
+    failed = set(result.failed)
+    own = {"clipped": "clipping"}.get(fault, next(iter(EXPECTED[fault])))
+    assert own in failed, result.text
+    assert failed <= EXPECTED[fault], result.text
+    assert result.contract()["failed"] == result.failed
+    assert result.report["checks"][own]["events"] or own in ("integrated_loudness", "colour_tags")
+
+
+def test_faults_are_located_in_time(clips):
+    frozen = qc_file(clips("frozen", fault="frozen"), LIMITS).report["checks"]["frozen_frames"]
+    (start, end), = frozen["events"]
+    assert abs(start - 2.0) < 0.1 and abs(end - 3.0) < 0.1 and abs(frozen["value"] - 1.0) < 0.1
+    gap = qc_file(clips("silent_gap", fault="silent_gap"), LIMITS).report["checks"]["dropouts"]
+    assert len(gap["events"]) == 1 and 0.3 < gap["events"][0][1] - gap["events"][0][0] <= 0.41
+    white = qc_file(clips("superwhite", fault="superwhite"), LIMITS).report["checks"]["luma_levels"]
+    assert white["value"] == 30 and white["events"] == [[2.0, 3.0]]
+
+
+def test_low_clip_reads_one_lu_under(clips, clean):
+    low = qc_file(clips("low_1lu", fault="low_1lu"), LIMITS).report["checks"]["integrated_loudness"]["value"]
+    assert abs(clean.report["checks"]["integrated_loudness"]["value"] - low - 1.0) < 0.1
+
+
+def test_broadcast_preset_fails_a_streaming_master_and_custom_target_passes_it(clips):
+    path = clips("clean")
+    assert qc_file(path, QCLimits.from_values({}, "broadcast -23 LUFS (EBU R128)")).failed == ["integrated_loudness"]
+    assert qc_file(path, QCLimits.from_values({"target_lufs": -14.0}, "custom")).verdict == "pass"
+
+
+@pytest.mark.parametrize("offset_ms", [0, 80, -80, 200, -200])
+def test_lip_sync_offset_is_estimated_within_40_ms(clips, offset_ms):
+    result = qc_file(clips(f"sync{offset_ms}", audio_delay_ms=offset_ms), LIMITS)
+    sync = result.report["lip_sync"]
+    assert abs(sync["offset_ms"] - offset_ms) <= 40, sync
+    assert sync["confidence"] > 0.6
+    check = result.report["checks"]["lip_sync"]
+    # EBU R37: at most 40 ms early, 60 ms late
+    assert check["status"] == ("pass" if offset_ms == 0 else "fail")
+    assert set(result.failed) <= {"lip_sync"}
+
+
+def test_lip_sync_without_a_talking_mouth_is_inconclusive_not_failed():
+    frames = np.full((180, 64, 64, 3), 0.5, np.float32)
+    # something moves (a ticker), unrelated to the sound
+    for k in range(180):
+        frames[k, :8, (2 * k) % 56:(2 * k) % 56 + 8] = 0.9
+    samples, _ = voice(6.0)
+    result = qc_frames(frames, 30.0, (samples[None], 48000), LIMITS)
+    check = result.report["checks"]["lip_sync"]
+    assert check["status"] == "skip" and "inconclusive" in check["detail"]
+
+
+def test_frames_and_audio_are_measured_like_the_export(clips):
+    samples, env = voice(6.0)
+    from tests.fixtures.qc_clips import Painter
+
+    painter = Painter(256, 256)
+    frames = np.stack([painter.frame(k, env[int(k / 30 * 48000)] / env.max()) for k in range(180)])
+    result = qc_frames(frames, 30.0, (samples[None].astype(np.float32), 48000), LIMITS)
+    assert result.verdict == "pass", result.text
+    assert result.report["checks"]["colour_tags"]["status"] == "skip"
+    assert abs(result.report["lip_sync"]["offset_ms"]) < 20
+
+
+def test_streaming_meter_matches_whole_file_measurements():
+    rng = np.random.default_rng(3)
+    rate = 44100
+    x = rng.standard_normal((2, rate * 8)) * 0.05 * (1 + np.sin(np.arange(rate * 8) / rate * 2))
+    meter = AudioMeter(rate, 2)
+    for i in range(0, x.shape[1], 3001):  # odd block sizes: every seam lands somewhere new
+        meter.feed(x[:, i:i + 3001])
+    m = meter.finish()
+    assert abs(loudness.integrated(m.subblock_power) - master.measure_lufs(x, rate)) < 0.01
+    assert abs(20 * np.log10(m.true_peak / dsp.true_peak(x))) < 0.01
+    assert m.ms_energy.size == 8000 and m.samples == x.shape[1]
+    assert np.allclose(m.dc, x.mean(axis=1), atol=1e-9)
+
+
+def test_loudness_range_of_two_levels_is_their_difference():
+    # 10 s at -20 LUFS then 10 s at -30 LUFS (K-weighted powers per 100 ms): LRA (10th..95th percentile) = 10 LU
+    power = np.concatenate([np.full(100, 10 ** ((-20 + 0.691) / 10)), np.full(100, 10 ** ((-30 + 0.691) / 10))])
+    assert abs(loudness.loudness_range(power) - 10.0) < 0.3
+    assert abs(loudness.integrated(power[:100]) + 20.0) < 1e-6
+
+
+def test_whisper_check_runs_when_a_transcriber_is_given(clips):
+    heard = []
+
+    def transcribe(samples, rate):
+        heard.append((samples.shape, rate))
+        return "good evening this is the news"
+
+    result = qc_file(clips("clean"), LIMITS, expected_text="Good evening, this is the news.", transcribe=transcribe)
+    assert heard and heard[0][1] == 48000 and abs(heard[0][0][0] - 6 * 48000) <= 1024  # one AAC frame of padding
+    assert result.report["checks"]["intelligibility"]["status"] == "pass"
+    bad = qc_file(clips("clean"), LIMITS, expected_text="Good morning, this was the weather.", transcribe=transcribe)
+    assert bad.failed == ["intelligibility"]
+
+
+def test_bad_limits_and_files_are_named():
+    with pytest.raises(InputError, match="loudness_preset"):
+        QCLimits.from_values({}, "loud")
+    with pytest.raises(InputError, match="max_true_peak_dbtp"):
+        QCLimits.from_values({"max_true_peak_dbtp": 3.0})
+    with pytest.raises(InputError, match="video: expected an existing media file"):
+        qc_file("missing.mp4", LIMITS)
+
+
+def test_sheet_is_an_image_with_the_verdict_colour(clean, clips):
+    sheet = clean.sheet
+    assert sheet.dtype == np.uint8 and sheet.ndim == 3 and sheet.shape[1] == 768
+    assert tuple(sheet[5, 5]) == (46, 160, 67)
+    failed = qc_file(clips("frozen", fault="frozen"), LIMITS).sheet
+    assert tuple(failed[5, 5]) == (200, 40, 40) and failed.shape[0] > sheet.shape[0] - 1
