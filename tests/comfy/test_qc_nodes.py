@@ -1,0 +1,96 @@
+"""Broadcast QC through a real ComfyUI: export -> QC, the verdict in /history (the batch runner's contract), the
+sheet preview, a failing clip reported without blocking the export, frames + audio input, Whisper, bad input."""
+import json
+
+import pytest
+
+from engines.qc import THRESHOLDS
+from tests.fixtures.qc_clips import talking_clip
+
+EXPORT = {
+    "fps": ["1", 2], "filename_prefix": "qc/clip", "encoder": "x264", "preset": "veryfast", "tune": "auto",
+    "rate_control": "cq", "quality": 20, "bitrate_kbps": 8000, "gop_seconds": 1.0, "bit_depth": "8",
+    "faststart": True, "audio_mode": "match_video", "audio_bitrate_kbps": 192,
+}
+QC = {"fps": 25.0, "expected_text": "", "whisper_model": "(none)", "language": "", "loudness_preset":
+      "streaming -14 LUFS", "channel_layout": "mono_or_stereo", **{t.name: t.default for t in THRESHOLDS}}
+
+
+@pytest.fixture(scope="module")
+def clips(comfy):
+    names = {}
+    for name, fault in (("qc_clean.mp4", None), ("qc_low.mp4", "low_1lu")):
+        path = comfy.input_dir / name
+        if not path.exists():
+            talking_clip(path, seconds=4.0, fault=fault)
+        names[fault or "clean"] = name
+    return names
+
+
+def export_then_qc(video, **qc):
+    return {
+        "1": {"class_type": "BroadcastLoadVideo",
+              "inputs": {"video": video, "frame_cap": 0, "skip_first_frames": 0, "target_fps": 0.0}},
+        "2": {"class_type": "BroadcastExportVideo", "inputs": {**EXPORT, "images": ["1", 0], "audio": ["1", 1]}},
+        "3": {"class_type": "BroadcastQC", "inputs": {**QC, "video": ["2", 0], **qc}},
+    }
+
+
+def test_node_is_listed_with_standards_in_its_tooltips(comfy):
+    info = comfy.object_info()["BroadcastQC"]
+    assert info["output_node"] is True
+    assert info["output"] == ["BOOLEAN", "STRING", "STRING", "STRING", "IMAGE"]
+    assert info["input"]["optional"]["video"][0] == "VIDEO"
+    required = info["input"]["required"]
+    assert "BS.1770" in required["max_true_peak_dbtp"][1]["tooltip"]
+    assert "R103" in required["luma_max_percent"][1]["tooltip"]
+    assert "R37" in required["max_audio_late_ms"][1]["tooltip"]
+    assert "-23 LUFS (EBU R128)" in str(required["loudness_preset"])
+
+
+def test_clean_export_passes_and_the_verdict_is_in_history(comfy, clips):
+    entry = comfy.run(export_then_qc(clips["clean"]))
+    qc = entry["outputs"]["3"]
+    (verdict,) = qc["broadcast_qc"]
+    assert verdict["verdict"] == "pass" and verdict["failed"] == [], qc["text"][0]
+    assert set(verdict["report"]["checks"]) >= {"integrated_loudness", "true_peak", "loudness_range", "luma_levels",
+                                                "colour_tags", "frozen_frames", "lip_sync", "dropouts"}
+    assert verdict["report"]["checks"]["colour_tags"]["status"] == "pass"  # the export's tags, read from its file
+    json.dumps(verdict)  # plain JSON, as the ledger stores it
+    sheet = qc["images"][0]
+    assert sheet["type"] == "temp" and (comfy.temp_dir / sheet["subfolder"] / sheet["filename"]).is_file()
+    assert qc["text"][0].startswith("Broadcast QC: PASS")
+
+
+def test_failing_clip_is_reported_and_the_export_still_written(comfy, clips):
+    entry = comfy.run(export_then_qc(clips["low_1lu"]))
+    verdict = entry["outputs"]["3"]["broadcast_qc"][0]
+    assert verdict["verdict"] == "fail" and verdict["failed"] == ["integrated_loudness"]
+    written = entry["outputs"]["2"]["images"][0]
+    assert (comfy.output_dir / written["subfolder"] / written["filename"]).is_file()
+    # The same clip passes a custom target set to where it is.
+    entry = comfy.run(export_then_qc(clips["low_1lu"], loudness_preset="custom", target_lufs=-15.0))
+    assert entry["outputs"]["3"]["broadcast_qc"][0]["verdict"] == "pass"
+
+
+def test_frames_and_audio_input_with_whisper(comfy, clips):
+    from tests.fixtures.tiny_whisper import install_tiny_whisper
+
+    install_tiny_whisper(comfy.models_dir)
+    graph = export_then_qc(clips["clean"], expected_text="Good evening, this is the news.",
+                           whisper_model="whisper-tiny-random", language="en")
+    del graph["2"]
+    graph["3"]["inputs"].pop("video")
+    graph["3"]["inputs"].update(images=["1", 0], audio=["1", 1], fps=["1", 2])
+    qc = comfy.run(graph, timeout=600)["outputs"]["3"]
+    report = qc["broadcast_qc"][0]["report"]
+    assert report["checks"]["colour_tags"]["status"] == "skip"
+    words = report["checks"]["intelligibility"]
+    # A random tiny Whisper hears random bytes: the check runs and fails on the words, and says so.
+    assert words["status"] == "fail" and "word accuracy" in words["detail"] and "transcript" in report
+    assert qc["broadcast_qc"][0]["failed"] == ["intelligibility"]
+
+
+def test_nothing_connected_and_bad_preset_are_named(comfy):
+    error = comfy.run_error({"1": {"class_type": "BroadcastQC", "inputs": dict(QC)}})
+    assert error["node_type"] == "BroadcastQC" and "video: expected a VIDEO" in error["exception_message"]
