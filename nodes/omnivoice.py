@@ -15,7 +15,8 @@ from ..engines.common.errors import InputError
 from ..engines.omnivoice import model as ov_model
 from ..engines.omnivoice import prompt as ov_prompt
 from ..engines.omnivoice import speak as ov_speak
-from ..engines.omnivoice.text import prepare_text
+from ..engines.omnivoice.normalize import NormalizeSettings
+from ..engines.omnivoice.text import MAX_WORDS, prepare_text
 from . import types
 from .comfy_bridge import CATEGORY, ManagedModel, cache, model_dir, model_names, progress
 from .tts_common import WHISPER_NONE, transcribe_reference, voices_dir, whisper_names
@@ -184,8 +185,8 @@ class BroadcastOmniVoiceSpeak(io.ComfyNode):
                                     tooltip="From Broadcast Text Prepare (carries its language). When connected, "
                                             "text and language below are not used."),
                 io.String.Input("text", multiline=True, default="",
-                                tooltip="Text to speak when no clauses are connected; prepared with the default "
-                                        "rules (no voseo)."),
+                                tooltip="Text to speak when no clauses are connected; prepared with Text "
+                                        "Prepare's defaults (normalised, no voseo or yeísmo)."),
                 io.String.Input("language", default="en",
                                 tooltip="Language code or name of `text` (es, en, Spanish...). Used only with text."),
                 io.Combo.Input("preset", options=list(ov_speak.PRESETS) + ["custom"], default="upstream",
@@ -225,7 +226,7 @@ class BroadcastOmniVoiceSpeak(io.ComfyNode):
         from ..engines.common.audio import make_audio
 
         if clauses is None:
-            clauses = prepare_text(text, language)
+            clauses = prepare_text(text, language, normalization=NormalizeSettings(), max_words=MAX_WORDS)
         elif text.strip():
             raise InputError("text", "either connected clauses or typed text, not both", "both",
                              "Clear the text widget or disconnect the clauses.")

@@ -14,7 +14,8 @@ from comfy_api.latest import io, ui
 from ..engines.common.audio import check_audio, make_audio, to_mono
 from ..engines.common.errors import InputError
 from ..engines.omnivoice import asr, master, verify
-from ..engines.omnivoice.text import MAX_SUB_BATCH, MIN_WORDS, prepare_text
+from ..engines.omnivoice.normalize import DOLLARS, PESOS, NormalizeSettings, parse_glossary
+from ..engines.omnivoice.text import MAX_SUB_BATCH, MAX_WORDS, MIN_WORDS, prepare_text
 from . import types
 from .comfy_bridge import CATEGORY, progress
 from .tts_common import WHISPER_NONE, load_whisper, whisper_names
@@ -31,8 +32,10 @@ class BroadcastTextPrepare(io.ComfyNode):
             node_id="BroadcastTextPrepare",
             display_name="Broadcast Text Prepare",
             category=f"{CATEGORY}/tts",
-            description="Strip [sfx:]/[tone:] tags, turn mid-sentence '...' into commas, split at . ! ? (never at "
-                        "¡ ¿), merge fragments under 3 words, batch at most 4 clauses; optional Rioplatense voseo.",
+            description="Strip [sfx:]/[tone:] tags, write figures, currency, dates, acronyms, brands, quotes and "
+                        "symbols out as spoken words (Spanish and English), turn mid-sentence '...' into commas, split "
+                        "at . ! ? (never at ¡ ¿), merge fragments under 3 words, cut clauses over 16 words at a "
+                        "comma, batch at most 4 clauses; optional Rioplatense voseo and yeísmo.",
             inputs=[
                 io.String.Input("text", multiline=True, default="",
                                 tooltip="The script. Inline tags like [sfx:click] or [tone:quote]...[/tone] are "
@@ -47,14 +50,48 @@ class BroadcastTextPrepare(io.ComfyNode):
                                      "words). 1 keeps every clause."),
                 io.Int.Input("max_sub_batch", default=MAX_SUB_BATCH, min=1, max=16,
                              tooltip="Clauses generated together in one batch (the posts use 4)."),
+                io.Boolean.Input("normalize", default=True, optional=True,
+                                 tooltip="Write figures and symbols as a newsreader says them (Spanish and English): "
+                                         "'42,5%' -> 'cuarenta y dos coma cinco por ciento', 'US$ 3,2 M' -> 'tres "
+                                         "coma dos millones de dólares', dates, times, ordinals, initialisms "
+                                         "(M-I-T), index and brand names, quotes. Other languages: glossary only."),
+                io.Boolean.Input("yeismo", default=False, optional=True,
+                                 tooltip="Rioplatense yeísmo: write ll and consonantal y as 'sh' (calle -> cashe) so "
+                                         "the voice says /ʃ/. Spanish only."),
+                io.Int.Input("max_words", default=MAX_WORDS, min=0, max=64, optional=True,
+                             tooltip="Clauses longer than this are cut at the comma nearest their middle and joined "
+                                     "with a 150 ms breath (long clauses rush and drift). 0 keeps them whole."),
+                io.Combo.Input("dollar_sign", options=[DOLLARS, PESOS], default=DOLLARS, optional=True,
+                               tooltip="What a bare '$' means: dollars, or pesos as in Argentine prices. 'US$', "
+                                       "'USD' and 'u$s' are always dollars, 'ARS' pesos."),
+                io.Boolean.Input("acronyms", default=True, optional=True,
+                                 tooltip="Hyphenate initialisms so they are spelled (CEO -> C-E-O); word-acronyms "
+                                         "such as NASA or FIFA and headlines in capitals stay as written."),
+                io.Boolean.Input("carrier_phrases", default=True, optional=True,
+                                 tooltip="Give one-word exclamations a carrier phrase ('¡Atención!' -> '¡Atención, "
+                                         "por favor!'): said alone they are misheard ('tensión')."),
+                io.Boolean.Input("category_nouns", default=True, optional=True,
+                                 tooltip="Spanish scripts: name what a foreign brand or index is ('la empresa "
+                                         "Apple', 'el índice S and P quinientos')."),
+                io.String.Input("glossary", multiline=True, default="", optional=True,
+                                tooltip="Your own spoken forms, one 'written = spoken' per line (# comments), "
+                                        "applied first (with normalize on), whole words, e.g. 'BCRA = el Banco "
+                                        "Central'."),
             ],
             outputs=[types.Clauses.Output("clauses", display_name="clauses"),
                      io.String.Output("prepared_text", display_name="prepared_text")],
         )
 
     @classmethod
-    def execute(cls, text, language, voseo, min_words, max_sub_batch) -> io.NodeOutput:
-        prepared = prepare_text(text, language, voseo=voseo, min_words=min_words, max_batch=max_sub_batch)
+    def execute(cls, text, language, voseo, min_words, max_sub_batch, normalize=True, yeismo=False,
+                max_words=MAX_WORDS, dollar_sign=DOLLARS, acronyms=True, carrier_phrases=True, category_nouns=True,
+                glossary="") -> io.NodeOutput:
+        if dollar_sign not in (DOLLARS, PESOS):
+            raise InputError("dollar_sign", f"{DOLLARS} or {PESOS}", repr(dollar_sign))
+        settings = NormalizeSettings(bare_dollar=dollar_sign, acronyms=acronyms, carrier_phrases=carrier_phrases,
+                                     category_nouns=category_nouns, glossary=parse_glossary(glossary))
+        prepared = prepare_text(text, language, voseo=voseo, min_words=min_words, max_batch=max_sub_batch,
+                                normalization=settings if normalize else None, yeismo=yeismo, max_words=max_words)
         return io.NodeOutput(prepared, "\n".join(prepared.clauses))
 
 

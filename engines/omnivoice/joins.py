@@ -2,7 +2,9 @@
 
 Each cut is moved to the nearest rising zero crossing (searched +-1.5 ms), then the two clauses overlap with an
 equal-power crossfade (cos/sin weights, so the summed power stays level across the seam). Ordinary joins use a short
-crossfade; joins the writer marked with an ellipsis use 25 ms, as the posts settled on.
+crossfade; joins the writer marked with an ellipsis use 25 ms, as the posts settled on. A breath join (a long
+clause cut at its comma) first makes sure the two clauses are separated by at least `BREATH_MS` of quiet (the
+posts' 150 ms comma micro-breath), counting the quiet both clips already end and start with.
 """
 from __future__ import annotations
 
@@ -10,11 +12,31 @@ from typing import Sequence
 
 import numpy as np
 
-from .text import JOIN_ELLIPSIS
+from .text import JOIN_BREATH, JOIN_ELLIPSIS
 
 CROSSFADE_MS = {JOIN_ELLIPSIS: 25.0}
 DEFAULT_CROSSFADE_MS = 8.0
 SEARCH_MS = 1.5
+BREATH_MS = 150.0
+QUIET_LEVEL = 10 ** (-50 / 20)  # below -50 dBFS counts as pause (OmniVoice's own silence threshold)
+
+
+def quiet_samples(x: np.ndarray, from_end: bool) -> int:
+    """How many samples at the start (or end) of `x` stay under `QUIET_LEVEL`."""
+    loud = np.flatnonzero(np.abs(x) >= QUIET_LEVEL)
+    if loud.size == 0:
+        return int(x.size)
+    return int(x.size - 1 - loud[-1]) if from_end else int(loud[0])
+
+
+def with_breath(a: np.ndarray, b: np.ndarray, sample_rate: int, breath_ms: float = BREATH_MS) -> np.ndarray:
+    """`b` preceded by the silence needed so that a's tail quiet + b's head quiet reaches `breath_ms`."""
+    fade = int(round(DEFAULT_CROSSFADE_MS * sample_rate / 1000.0))
+    need = int(round(breath_ms * sample_rate / 1000.0)) + fade  # the crossfade overlaps part of the quiet
+    have = quiet_samples(a, from_end=True) + quiet_samples(b, from_end=False)
+    if have >= need:
+        return b
+    return np.concatenate([np.zeros(need - have), b])
 
 
 def rising_zero_crossing(x: np.ndarray, target: int, radius: int) -> int:
@@ -54,6 +76,8 @@ def join_clauses(clips: Sequence[np.ndarray], joins: Sequence[str], sample_rate:
         raise ValueError(f"{len(clips)} clips need {len(clips) - 1} joins, got {len(joins)}")
     out = np.asarray(clips[0], dtype=np.float64)
     for clip, kind in zip(clips[1:], joins):
-        out = crossfade_join(out, np.asarray(clip, dtype=np.float64), sample_rate,
-                             CROSSFADE_MS.get(kind, DEFAULT_CROSSFADE_MS))
+        clip = np.asarray(clip, dtype=np.float64)
+        if kind == JOIN_BREATH:
+            clip = with_breath(out, clip, sample_rate)
+        out = crossfade_join(out, clip, sample_rate, CROSSFADE_MS.get(kind, DEFAULT_CROSSFADE_MS))
     return out.astype(np.float32)

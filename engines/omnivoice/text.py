@@ -5,27 +5,35 @@ Order of operations (each rule is a pure function below, tested on the posts' fi
 1. strip inline production tags (``[sfx:click]``, ``[tone:quote|skeptical] ... [/tone]``, ``[texture:fry]``): the
    words inside a tone span stay, the markers go. OmniVoice's own tags without a colon (``[laughter]``, CMU phonemes
    ``[B EY1 S]``) are kept;
-2. optional Rioplatense voseo (``tienes`` -> ``tenés``), Spanish only;
+2. optional broadcast normalisation (`normalize.py`: figures, currency, dates, acronyms, brands, quotes, symbols,
+   salutations) and the Rioplatense voseo and yeísmo switches, Spanish only;
 3. ellipses: after ``. ! ?`` an ellipsis only marks the clause boundary (joined later with a 25 ms crossfade); at the
    end of the text it becomes ``.``; anywhere else (mid-sentence) it becomes ``", "``. The old splitter turned them
    into full stops and chopped speech into one-word fragments;
 4. split after ``. ! ?`` followed by a space, and at line breaks; never on ``¡ ¿``, which open a sentence;
 5. a clause of fewer than 3 words merges with its neighbour (the next one, or the previous one at the end): a lone
    word makes OmniVoice buzz or truncate;
-6. sub-batches of at most 4 clauses, grouped by length so a batch pads as little as possible.
+6. U8 clause length: a clause of more than `MAX_WORDS` (16) words is cut at the comma (or ``;`` ``:`` ``—``, else
+   a conjunction) nearest its middle, recursively, each part keeping at least `MIN_WORDS`; such a cut is joined with
+   a breath (at least 150 ms of pause, the posts' comma micro-breath);
+7. sub-batches of at most 4 clauses, grouped by length so a batch pads as little as possible.
 """
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Optional
 
 from ..common.errors import InputError
 from .languages import is_spanish, resolve_language
+from .normalize import VOSEO, NormalizeSettings, apply_voseo, apply_yeismo, normalize  # noqa: F401 (re-exported)
 
 JOIN_PAUSE = "pause"        # an ordinary sentence boundary
 JOIN_ELLIPSIS = "ellipsis"  # a boundary the writer marked with "...": joined with a longer (25 ms) crossfade
+JOIN_BREATH = "breath"      # a long clause cut at a comma: joined with a micro-breath pause
 
 MIN_WORDS = 3
+MAX_WORDS = 16
 MAX_SUB_BATCH = 4
 
 _TAG = re.compile(r"\[/?[A-Za-z_][\w-]*:[^\]\n]*\]|\[/[A-Za-z_][\w-]*\]")
@@ -34,12 +42,6 @@ _ELLIPSIS_AT_END = re.compile(r"\s*\.{3,}(?=[\"'»”)]*\s*$)")
 _ELLIPSIS_MID = re.compile(r"\s*\.{3,}\s*")
 _MARK = "\u0000"  # boundary sentinel: "this sentence ended with an ellipsis"
 _BOUNDARY = re.compile(r"(?<=[.!?])([\"'»”)]*)(\u0000?)\s+|(\u0000)\s*")
-
-# Rioplatense voseo (present indicative, tú -> vos), as the posts list it; matched on whole words.
-VOSEO = {"tienes": "tenés", "sabes": "sabés", "vives": "vivís", "eres": "sos", "puedes": "podés",
-         "quieres": "querés"}
-_VOSEO_WORD = re.compile(r"\b(" + "|".join(VOSEO) + r")\b", re.IGNORECASE)
-
 
 @dataclass(frozen=True)
 class PreparedText:
@@ -64,18 +66,6 @@ def strip_tags(text: str) -> str:
     text = _TAG.sub(" ", text)
     text = re.sub(r"[ \t]+", " ", text)
     return re.sub(r" +([,.!?;:])", r"\1", text).strip()
-
-
-def apply_voseo(text: str) -> str:
-    """Replace the tú forms of the posts' list with their vos forms, keeping the word's capitalisation."""
-    def swap(match: re.Match) -> str:
-        word = match.group(0)
-        vos = VOSEO[word.lower()]
-        if word.isupper() and len(word) > 1:
-            return vos.upper()
-        return vos[0].upper() + vos[1:] if word[0].isupper() else vos
-
-    return _VOSEO_WORD.sub(swap, text)
 
 
 def rewrite_ellipses(text: str) -> str:
@@ -130,6 +120,59 @@ def merge_short(clauses: list, joins: list, min_words: int = MIN_WORDS) -> tuple
     return clauses, joins
 
 
+_SOFT_BREAKS = re.compile(r"[,;:—]\s+|\s+—")
+# Not "y"/"and": spelled-out figures are full of them ("cuarenta y dos", "one dollar and fifty cents").
+_CONJUNCTIONS = {"es": ("pero", "aunque", "porque", "mientras", "donde", "cuando"),
+                 "en": ("but", "although", "because", "while", "which", "where", "when")}
+
+
+def split_long(clauses: list, joins: list, language: str, max_words: int = MAX_WORDS,
+               min_words: int = MIN_WORDS) -> tuple[list, list]:
+    """U8: cut clauses longer than `max_words` at the soft break nearest their middle (see the module docstring)."""
+    out_c, out_j = [], []
+    for k, clause in enumerate(clauses):
+        parts = _cut(clause, language, max_words, min_words)
+        for p, part in enumerate(parts):
+            if p:
+                out_j.append(JOIN_BREATH)
+            out_c.append(part)
+        if k < len(joins):
+            out_j.append(joins[k])
+    return out_c, out_j
+
+
+def _cut(clause: str, language: str, max_words: int, min_words: int) -> list:
+    if word_count(clause) <= max_words:
+        return [clause]
+    lang = "es" if is_spanish(language) else "en"
+    words = clause.split()
+    cuts = []  # (character offset where the second part starts, is a punctuation break)
+    for m in _SOFT_BREAKS.finditer(clause):
+        cuts.append((m.end() if clause[m.start()] != " " else m.start() + 1, True))
+    if not cuts:
+        pos = 0
+        for w in words:
+            pos = clause.index(w, pos)
+            if pos and w.lower().strip("¡¿") in _CONJUNCTIONS.get(lang, ()):
+                cuts.append((pos, False))
+            pos += len(w)
+    middle = word_count(clause) / 2
+    best = None
+    for at, _ in cuts:
+        left, right = clause[:at].rstrip(), clause[at:].lstrip()
+        if word_count(left) < min_words or word_count(right) < min_words:
+            continue
+        score = abs(word_count(left) - middle)
+        if best is None or score < best[0]:
+            best = (score, left, right)
+    if best is None:
+        return [clause]  # no place to breathe: kept whole rather than cut mid-phrase
+    _, left, right = best
+    if left.endswith("—") or left.endswith(":"):
+        left = left[:-1].rstrip() + ","
+    return _cut(left, language, max_words, min_words) + _cut(right, language, max_words, min_words)
+
+
 def sub_batches(clauses: list, max_batch: int = MAX_SUB_BATCH) -> tuple:
     """Rule 6: clause indices in batches of at most `max_batch`, shortest first, so each batch pads little."""
     order = sorted(range(len(clauses)), key=lambda k: (len(clauses[k]), k))
@@ -137,23 +180,36 @@ def sub_batches(clauses: list, max_batch: int = MAX_SUB_BATCH) -> tuple:
 
 
 def prepare_text(text: str, language: str, voseo: bool = False, min_words: int = MIN_WORDS,
-                 max_batch: int = MAX_SUB_BATCH) -> PreparedText:
-    """Run rules 1-6 on `text`; raise `InputError` for empty text, an unknown language or voseo outside Spanish."""
+                 max_batch: int = MAX_SUB_BATCH, normalization: Optional[NormalizeSettings] = None,
+                 yeismo: bool = False, max_words: int = 0) -> PreparedText:
+    """Run rules 1-7 on `text`; raise `InputError` for empty text, an unknown language or voseo/yeísmo outside
+    Spanish. `normalization` None skips the broadcast normalisation; `max_words` 0 keeps long clauses whole."""
     if not isinstance(text, str) or not text.strip():
         raise InputError("text", "some text to speak", "an empty text")
     code = resolve_language(language)
     if voseo and not is_spanish(code):
         raise InputError("voseo", "voseo only with Spanish text (language 'es')", f"language '{language}'",
                          "Turn voseo off or set the language to es.")
+    if yeismo and not is_spanish(code):
+        raise InputError("yeismo", "yeísmo only with Spanish text (language 'es')", f"language '{language}'",
+                         "Turn yeismo off or set the language to es.")
+    if max_words and not int(max_words) >= 2 * int(min_words):
+        raise InputError("max_words", f"at least twice min_words ({2 * int(min_words)}), or 0 to keep clauses "
+                         "whole", str(max_words))
     if not 1 <= int(max_batch) <= 64:
         raise InputError("max_sub_batch", "a batch size between 1 and 64", str(max_batch))
     cleaned = strip_tags(text)
-    if voseo:
-        cleaned = apply_voseo(cleaned)
+    if normalization is not None:
+        cleaned = normalize(cleaned, replace(normalization, language=code, voseo=voseo, yeismo=yeismo))
+    else:
+        cleaned = apply_voseo(cleaned) if voseo else cleaned
+        cleaned = apply_yeismo(cleaned) if yeismo else cleaned
     clauses, joins = _drop_wordless(*split_clauses(rewrite_ellipses(cleaned)))
     if not clauses:
         raise InputError("text", "text with words to speak once tags are removed", repr(text[:80]))
     clauses, joins = merge_short(clauses, joins, min_words)
+    if max_words:
+        clauses, joins = split_long(clauses, joins, code, int(max_words), min_words)
     return PreparedText(clauses=tuple(clauses), joins=tuple(joins), language=code,
                         sub_batches=sub_batches(clauses, int(max_batch)))
 

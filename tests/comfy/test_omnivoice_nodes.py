@@ -163,3 +163,25 @@ def test_mastering_lands_on_the_target_for_speech_that_needs_heavy_limiting(comf
     report = json.loads(history["outputs"]["3"]["text"][0])
     assert abs(report["output_lufs"] + 14.0) <= 0.3 and report["output_true_peak_db"] <= -1.0
     assert report["limiter_passes"] >= 2 and report["target_reached"]
+
+
+def test_text_prepare_normalises_figures_before_splitting(comfy):
+    script = ("¡Atención! La inflación fue de 42,5%. El BCRA compró US$ 3,2 M el 15/03/2026 a las 14:30 hs. "
+              "Apple cayó en Wall Street. ¿Tienes la lluvia del CEO?")
+    graph = {"1": {"class_type": "BroadcastTextPrepare",
+                   "inputs": {"text": script, "language": "es", "voseo": True, "min_words": 3, "max_sub_batch": 4,
+                              "yeismo": True, "dollar_sign": "pesos", "glossary": "BCRA = Banco Central"}},
+             "2": {"class_type": "PreviewAny", "inputs": {"source": ["1", 1]}}}
+    history = comfy.run(graph, timeout=120)
+    assert history["outputs"]["2"]["text"][0].split("\n") == [
+        "¡Atención, por favor!", "La inflación fue de cuarenta y dos coma cinco por ciento.",
+        "El Banco Central compró tres coma dos mishones de dólares el quince de marzo de dos mil veintiséis a las "
+        "catorce y treinta horas.", "La empresa Apple cashó en el distrito de Wall Street.",
+        "¿Tenés la shuvia del C-E-O?"]
+    # An API prompt written before these inputs existed still runs, with normalisation on (they are optional).
+    del graph["1"]["inputs"]["yeismo"], graph["1"]["inputs"]["dollar_sign"], graph["1"]["inputs"]["glossary"]
+    history = comfy.run(graph, timeout=120)
+    assert "El B-C-R-A compró" in history["outputs"]["2"]["text"][0]
+    graph["1"]["inputs"]["glossary"] = "BCRA el Banco Central"
+    error = comfy.run_error(graph)
+    assert error["node_type"] == "BroadcastTextPrepare" and "glossary" in error["exception_message"]

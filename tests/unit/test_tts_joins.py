@@ -48,3 +48,17 @@ def test_ellipsis_joins_overlap_longer():
     assert abs(overlap_ellipsis - 25.0 * SR / 1000) <= 2 * 36 + 1
     with pytest.raises(ValueError, match="joins"):
         J.join_clauses([a, b], [], SR)
+
+
+def test_breath_joins_leave_at_least_150_ms_of_quiet():
+    from engines.omnivoice.text import JOIN_BREATH
+
+    a, b = sine(150.0, 0.3), sine(150.0, 0.3)
+    joined = J.join_clauses([a, b], [JOIN_BREATH], SR)
+    quiet = np.abs(joined) < J.QUIET_LEVEL
+    runs = np.diff(np.concatenate([[0], quiet.astype(np.int8), [0]]))
+    longest = (np.flatnonzero(runs == -1) - np.flatnonzero(runs == 1)).max()
+    assert longest >= 0.150 * SR - 2
+    # Clips that already end and start with enough quiet get nothing added (plain crossfade length).
+    padded = np.concatenate([a, np.zeros(int(0.1 * SR))]), np.concatenate([np.zeros(int(0.1 * SR)), b])
+    assert J.join_clauses(list(padded), [JOIN_BREATH], SR).size == J.join_clauses(list(padded), [JOIN_PAUSE], SR).size
