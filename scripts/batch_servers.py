@@ -8,7 +8,8 @@ A server that stops answering raises `ServerDown`; the dispatcher then requeues 
 
 - `LaunchedServer`: a `ComfyServer` (scripts/comfy_server.py) in its own base folder, sharing one models folder,
   with ``PR_SET_PDEATHSIG`` so the ComfyUI process dies with its owner even if the owner is SIGKILLed;
-  with `gpu` set it runs without `--cpu` and sees only its own device (``CUDA_VISIBLE_DEVICES``).
+  with `gpu` set it runs without `--cpu` and sees only its own device (``CUDA_VISIBLE_DEVICES``; in a Ray actor
+  with ``num_gpus=1`` Ray sets that variable itself).
 - `UrlServer`: an existing ComfyUI; never started or stopped by the runner.
 - `RayServer` (scripts/batch_ray.py): either of the above inside a Ray actor, one server per actor.
 """
@@ -162,6 +163,10 @@ class UrlServer(_Backend):
         self.rejoin_timeout = rejoin_timeout
         self.client = ComfyClient(self.url)
 
+    def spec(self) -> tuple[str, dict]:
+        """How to build this server again elsewhere (in a Ray actor)."""
+        return "url", {"url": self.url, "rejoin_timeout": self.rejoin_timeout}
+
     def start(self, timeout: Optional[float] = None) -> dict:
         deadline = time.monotonic() + (self.rejoin_timeout if timeout is None else timeout)
         while not self.client.alive():
@@ -203,8 +208,17 @@ class LaunchedServer(_Backend):
         self.comfyui_path, self.python = comfyui_path, python
         self.server: Optional[ComfyServer] = None
 
+    def spec(self) -> tuple[str, dict]:
+        """How to build this server again elsewhere (in a Ray actor)."""
+        return "launched", {"name": self.name, "base_dir": str(self.base_dir), "gpu": self.gpu,
+                            "models_dir": str(self.models_dir) if self.models_dir else None,
+                            "start_timeout": self.start_timeout, "comfyui_path": self.comfyui_path,
+                            "python": self.python}
+
     def _make(self) -> ComfyServer:
-        env = {"CUDA_VISIBLE_DEVICES": self.gpu} if self.gpu is not None else {}
+        # gpu: None = CPU (--cpu); "auto" = the devices this process may see (a Ray actor's own GPU);
+        # anything else pins that device.
+        env = {"CUDA_VISIBLE_DEVICES": self.gpu} if self.gpu not in (None, "auto") else {}
         server = ComfyServer(self.base_dir, models_dir=self.models_dir, env=env, comfyui_path=self.comfyui_path,
                              python=self.python)
         server.preexec_fn = die_with_parent

@@ -474,7 +474,8 @@ def build_servers(args) -> list:
     if args.ray:
         from scripts.batch_ray import ray_servers
 
-        servers = ray_servers(servers, address=args.ray_address, gpu=args.gpu or bool(gpus))
+        servers = ray_servers(servers, address=args.ray_address, gpu=args.gpu or bool(gpus),
+                              temp_dir=args.ray_temp_dir)
     return servers
 
 
@@ -491,6 +492,7 @@ def parse_args(argv):
     p.add_argument("--gpus", help="comma-separated device ids for the started servers (implies --gpu)")
     p.add_argument("--ray", action="store_true", help="one Ray actor per server (pip install -r scripts/env/ray.txt)")
     p.add_argument("--ray-address", help="join this Ray cluster (default: a local one on 127.0.0.1)")
+    p.add_argument("--ray-temp-dir", help="the local Ray cluster's session folder (default: Ray's, /tmp/ray)")
     p.add_argument("--input", action="append", default=[], type=Path,
                    help="upload this file to every server's input folder before the batch (repeatable)")
     p.add_argument("--out-dir", type=Path, help="where each job's outputs are copied (default: <batch>.out/)")
@@ -548,6 +550,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     finally:
         if runner is not None:
             runner.close()
+        if args.ray:
+            from scripts.batch_ray import shutdown
+
+            shutdown()
         ledger.unlock()
     print(summary_table(runner))
     if args.summary_json:

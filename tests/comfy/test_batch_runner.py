@@ -33,7 +33,7 @@ JOBS = 10
 
 @pytest.fixture(scope="module")
 def clip(tmp_path_factory):
-    from engines.export.sample import SAMPLE_NAME, make_sample_clip
+    from scripts.sample_clip import SAMPLE_NAME, make_sample_clip
 
     # Long enough (20 s of 256x448, encoded with x264 "slow") that a job is still running when a server is
     # killed and that work is left when the restarted server rejoins.
