@@ -8,38 +8,84 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import logging
+import re
+import sys
+from importlib import metadata
 
 WEB_DIRECTORY = "./web"
 
 log = logging.getLogger("broadcast_avatar")
 
-# family -> (module under nodes/, [(import name, pip requirement)] it cannot work without)
+# family -> (module under nodes/, [(import name, pip requirement)] it cannot work without). A version range in the
+# requirement is checked too (SAM3 drives transformers internals; see engines/sam3/hf_video.py). The ranges are what
+# the tests ran on: transformers 5.0 (MuseTalk) and 5.5 (SAM3) up to the suite's own, OmniVoice's own declared floor.
 FAMILIES = {
     "export": ("export", [("av", "av")]),
     "wardrobe": ("wardrobe", [("scipy", "scipy")]),
     "wardrobe_vace": ("wardrobe_vace", []),
     "tts_text_audio": ("tts_text_audio", [("scipy", "scipy"), ("pyloudnorm", "pyloudnorm")]),
-    "omnivoice": ("omnivoice", [("omnivoice", "omnivoice"), ("transformers", "transformers"),
+    "omnivoice": ("omnivoice", [("omnivoice", "omnivoice==0.2.1"), ("transformers", "transformers>=5.3"),
                                 ("accelerate", "accelerate"), ("scipy", "scipy")]),
-    "musetalk": ("musetalk", [("diffusers", "diffusers"), ("transformers", "transformers"),
+    "musetalk": ("musetalk", [("diffusers", "diffusers>=0.35"), ("transformers", "transformers>=5.0"),
                               ("cv2", "opencv-python-headless<5")]),
-    "sam3": ("sam3", [("transformers", "transformers>=5"), ("torchvision", "torchvision")]),
+    "sam3": ("sam3", [("transformers", "transformers>=5.5,<6"), ("torchvision", "torchvision")]),
     "ditto": ("ditto", [("onnxruntime", "onnxruntime"), ("cv2", "opencv-python-headless<5")]),
     "qc": ("qc", [("av", "av"), ("scipy", "scipy"), ("pyloudnorm", "pyloudnorm"), ("PIL", "pillow")]),
 }
 
 
-def _missing(requirements):
-    return [pip for mod, pip in requirements if importlib.util.find_spec(mod) is None]
+_NAME_END = re.compile(r"[<>=!~;\[ ]")
+
+
+def _dist_name(requirement: str) -> str:
+    return _NAME_END.split(requirement, 1)[0]
+
+
+def _unmet(requirements) -> list[tuple[str, str | None]]:
+    """``(requirement, version found or None)`` for each requirement this Python does not meet."""
+    unmet = []
+    for module, requirement in requirements:
+        if importlib.util.find_spec(module) is None:
+            unmet.append((requirement, None))
+            continue
+        try:
+            from packaging.requirements import Requirement
+
+            req = Requirement(requirement)
+            found = metadata.version(req.name)
+        except (ImportError, metadata.PackageNotFoundError):
+            continue  # no `packaging`, or the module comes from another distribution (opencv-python): trust it
+        if req.specifier and not req.specifier.contains(found, prereleases=True):
+            unmet.append((requirement, found))
+    return unmet
+
+
+def install_command(requirements) -> str:
+    """The command that installs `requirements` into the Python running ComfyUI. Double quotes work in bash,
+    cmd.exe and PowerShell alike (single quotes do not in cmd.exe)."""
+    def names(reqs):
+        return " ".join(f'"{r}"' for r in reqs)
+
+    from .install import NO_DEPS  # installed without their dependencies (their own pull a UI stack)
+
+    no_deps_names = {dist for dist, _ in NO_DEPS}
+    python = f'"{sys.executable}" -m pip install'
+    plain = [r for r in requirements if _dist_name(r) not in no_deps_names]
+    no_deps = [r for r in requirements if r not in plain]
+    commands = [f"{python} {names(plain)}"] if plain else []
+    if no_deps:
+        commands.append(f"{python} --no-deps {names(no_deps)}")
+    return " && ".join(commands)
 
 
 def _load_families():
     nodes = []
     for family, (module, requirements) in FAMILIES.items():
-        missing = _missing(requirements)
-        if missing:
-            log.warning("Broadcast Avatar: %s nodes disabled: missing package %s (pip install %s)",
-                        family, ", ".join(repr(m) for m in missing), " ".join(f"'{m}'" for m in missing))
+        unmet = _unmet(requirements)
+        if unmet:
+            needs = ", ".join(f"{req} (found {found})" if found else f"{req} (not installed)" for req, found in unmet)
+            log.warning("Broadcast Avatar: %s nodes disabled: needs %s. Install with: %s", family, needs,
+                        install_command([req for req, _ in unmet]))
             continue
         try:
             mod = importlib.import_module(f".nodes.{module}", __name__)

@@ -78,14 +78,17 @@ _ba_build() (
   fi
 
   # 3. Everything else, reinstalled only when one of the lists changes.
-  stamp_key=$(_ba_hash "$BA_ROOT/requirements.txt" "$BA_ROOT/scripts/env/"*.txt "$COMFYUI_PATH/requirements.txt")
+  stamp_key=$(_ba_hash "$BA_ROOT/requirements.txt" "$BA_ROOT/install.py" "$BA_ROOT/scripts/env/"*.txt \
+      "$COMFYUI_PATH/requirements.txt")
   if [ "$(cat "$BA_VENV/.ba-stamp" 2>/dev/null)" != "$stamp_key" ]; then
     _ba_log "installing requirements into $BA_VENV"
     cons="$BA_CACHE/constraints.txt"
     grep -v '^#' "$BA_ROOT/scripts/env/torch.txt" > "$cons"
     _ba_pip "$BA_VENV/bin/python" install -q -c "$cons" -r "$COMFYUI_PATH/requirements.txt" \
         -r "$BA_ROOT/requirements.txt" -r "$BA_ROOT/scripts/env/test.txt"
-    _ba_pip "$BA_VENV/bin/python" install -q --no-deps -r "$BA_ROOT/scripts/env/no-deps.txt"
+    # What requirements.txt cannot say (OmniVoice without its UI stack, onnxruntime unless a GPU build is there),
+    # installed the way ComfyUI-Manager installs the pack: by running its install.py.
+    PIP_QUIET=1 "$BA_VENV/bin/python" "$BA_ROOT/install.py"
     echo "$stamp_key" > "$BA_VENV/.ba-stamp"
   fi
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import gc
 import json
 import logging
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence, Union
@@ -43,6 +44,11 @@ MODEL_TYPE = "sam3_video"
 _RUN_ATTRS = ("score_threshold_detection", "new_det_thresh", "max_num_objects")
 _FORGOTTEN = torch.empty(0)
 _INTERNALS = ("run_tracker_propagation", "_tracker_update_memories", "get_vision_features_for_tracker")
+# The transformers releases these internals were tested on (scripts/check_transformers_range.sh runs the SAM3 tests
+# at the lower end; the suite runs at the upper). 5.0-5.4 are untested (the tiny test model needs
+# Sam3ImageProcessor, which arrived in 5.5); 6 may rename the internals. Outside the range SAM3 refuses to load
+# rather than mask wrongly.
+SUPPORTED_TRANSFORMERS = (5, 5), (6, 0)
 
 
 @dataclass
@@ -93,11 +99,22 @@ def load_sam3_video(folder: Union[str, Path], dtype: Optional[torch.dtype] = Non
     return Sam3VideoBundle(model=model, processor=processor, folder=folder, dtype=dtype)
 
 
+def check_transformers_version(version: str) -> None:
+    """Refuse a transformers outside SUPPORTED_TRANSFORMERS, saying which range and how to get it."""
+    low, high = SUPPORTED_TRANSFORMERS
+    parts = tuple(int(p) for p in re.findall(r"\d+", version)[:2])
+    if not low <= parts < high:
+        wanted = f"transformers>={low[0]}.{low[1]},<{high[0]}"
+        raise RuntimeError(f"SAM3 needs {wanted} (its video propagation calls transformers internals that were "
+                           f"tested only there), found transformers {version}: pip install \"{wanted}\"")
+
+
 def check_model_api(model) -> None:
+    import transformers
+
+    check_transformers_version(transformers.__version__)
     missing = [name for name in _INTERNALS if not hasattr(model, name)]
     if missing:
-        import transformers
-
         raise RuntimeError(f"transformers {transformers.__version__}: Sam3VideoModel lacks {', '.join(missing)}, "
                            "which the propagation frames use; install a transformers 5.x that has them.")
 

@@ -41,6 +41,7 @@ spec.loader.exec_module(module)
 real = {family: entry[0] for family, entry in module.FAMILIES.items()}
 module.FAMILIES["ghost"] = ("export", [("ghost_package_for_guard_test", "ghost-package")])
 module.FAMILIES["broken"] = ("module_that_is_not_there", [])
+module.FAMILIES["tooold"] = ("export", [("av", "av<1")])
 
 # A family whose node schema is invalid in 0.3.75 (an input and an output share an id).
 import types
@@ -85,6 +86,15 @@ def test_missing_package_disables_only_its_family(guarded_load):
     ghost = [line for line in guarded_load["log"] if "ghost" in line]
     assert len(ghost) == 1, f"expected one log line for the family with a missing package, got {ghost}"
     assert "ghost-package" in ghost[0] and "disabled" in ghost[0]
+    assert f'"{sys.executable}" -m pip install "ghost-package"' in ghost[0], "the line must give a command that works"
+
+
+def test_package_outside_the_tested_range_disables_its_family(guarded_load):
+    import av
+
+    old = [line for line in guarded_load["log"] if "tooold" in line]
+    assert len(old) == 1 and f"av<1 (found {av.__version__})" in old[0], old
+    assert '-m pip install "av<1"' in old[0]
 
 
 def test_failing_nodes_module_disables_only_its_family(guarded_load):
@@ -102,7 +112,7 @@ def test_invalid_schema_disables_only_its_family(guarded_load):
 def test_other_families_still_load(guarded_load):
     assert guarded_load["real"], "FAMILIES is empty"
     others = [line for line in guarded_load["log"]
-              if not any(word in line for word in ("ghost", "broken", "badschema"))]
+              if not any(word in line for word in ("ghost", "broken", "badschema", "tooold"))]
     assert others == [], f"real families were disabled: {others}"
     not_loaded = sorted(set(guarded_load["real"].values()) - set(guarded_load["modules"]))
     assert not_loaded == [], f"nodes modules whose nodes did not load: {not_loaded}"
