@@ -18,7 +18,7 @@ log = logging.getLogger("broadcast_avatar")
 
 # family -> (module under nodes/, [(import name, pip requirement)] it cannot work without). A version range in the
 # requirement is checked too (SAM3 drives transformers internals; see engines/sam3/hf_video.py). The ranges are what
-# the tests ran on: transformers 5.0 (MuseTalk) and 5.5 (SAM3) up to the suite's own, OmniVoice's own declared floor.
+# the tests ran on: transformers 4.57 (MuseTalk) and 5.5 (SAM3) up to the suite's own, OmniVoice's own declared floor.
 FAMILIES = {
     "export": ("export", [("av", "av")]),
     "wardrobe": ("wardrobe", [("scipy", "scipy")]),
@@ -26,7 +26,7 @@ FAMILIES = {
     "tts_text_audio": ("tts_text_audio", [("scipy", "scipy"), ("pyloudnorm", "pyloudnorm")]),
     "omnivoice": ("omnivoice", [("omnivoice", "omnivoice==0.2.1"), ("transformers", "transformers>=5.3"),
                                 ("accelerate", "accelerate"), ("scipy", "scipy")]),
-    "musetalk": ("musetalk", [("diffusers", "diffusers>=0.35"), ("transformers", "transformers>=5.0"),
+    "musetalk": ("musetalk", [("diffusers", "diffusers>=0.35"), ("transformers", "transformers>=4.57"),
                               ("cv2", "opencv-python-headless<5")]),
     "sam3": ("sam3", [("transformers", "transformers>=5.5,<6"), ("torchvision", "torchvision")]),
     "ditto": ("ditto", [("onnxruntime", "onnxruntime"), ("cv2", "opencv-python-headless<5")]),
@@ -105,9 +105,10 @@ def _load_families():
 async def comfy_entrypoint():
     from comfy_api.latest import ComfyExtension
 
-    from .nodes.comfy_bridge import register_folders
+    from .nodes.comfy_bridge import register_folders, report_cache
 
     register_folders()
+    report_cache()
 
     class BroadcastAvatarExtension(ComfyExtension):
         async def get_node_list(self):

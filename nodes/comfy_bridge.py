@@ -68,8 +68,21 @@ def model_dir(family: str, name: str, input_name: str = "model_name") -> Path:
 
 
 def cache() -> ContentCache:
-    """The pack's content-hash cache, inside ComfyUI's models folder."""
+    """The pack's content-hash cache, inside ComfyUI's models folder (capped: BROADCAST_CACHE_MAX_GB)."""
     return ContentCache(folder_paths.get_folder_paths(CACHE_FOLDER)[0])
+
+
+def report_cache() -> None:
+    """At start: bring the cache under its cap (the cap may have been lowered) and log its size, entries and cap."""
+    import logging
+
+    log = logging.getLogger("broadcast_avatar")
+    try:
+        store = cache()
+        store.enforce_cap()
+        log.info("Broadcast Avatar: cache %s", store.describe())
+    except (OSError, ValueError) as exc:  # a bad BROADCAST_CACHE_MAX_GB, an unreadable folder: say so, load anyway
+        log.warning("Broadcast Avatar: cache: %s", exc)
 
 
 def output_dir() -> Path:

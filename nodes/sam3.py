@@ -14,16 +14,18 @@ from comfy_api.latest import io
 
 from ..engines.common.errors import InputError
 from ..engines.sam3 import core_track
-from ..engines.sam3.hf_video import Sam3VideoBundle, TransformersSegmenter, load_sam3_video
+from ..engines.sam3.hf_video import (Sam3VideoBundle, TransformersSegmenter, check_transformers_version,
+                                     load_sam3_video)
 from ..engines.sam3.segmenter import MaskSettings
 from ..engines.sam3.video_mask import MAX_PROMPTS, OUTPUT_MODES, check_frames, parse_prompts, segment_video
 from . import types
 from .comfy_bridge import CATEGORY as PACK_CATEGORY
 from .comfy_bridge import ManagedModel, model_dir, model_names, progress
 
-if int(transformers.__version__.split(".")[0]) < 5:  # SAM3 video classes arrived in transformers 5
-    raise ImportError(f"SAM3 nodes need transformers>=5, found {transformers.__version__} "
-                      "(pip install 'transformers>=5')")
+try:  # the family guard in __init__.py checks this first; kept for imports that bypass it
+    check_transformers_version(transformers.__version__)
+except RuntimeError as exc:
+    raise ImportError(str(exc)) from None
 
 FAMILY = "sam3"
 CATEGORY = f"{PACK_CATEGORY}/sam3"

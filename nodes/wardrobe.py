@@ -8,6 +8,7 @@ from __future__ import annotations
 from comfy_api.latest import io, ui
 
 from ..engines.common.errors import InputError
+from ..engines.common.prompt_graph import upstream_signature
 from ..engines.wardrobe import latentmask, maskcache, morphology, overlay, repaste, tokengrid
 from ..engines.wardrobe import crop as crop_engine
 from ..engines.wardrobe.checks import as_images, as_masks, check_same_masks
@@ -304,27 +305,28 @@ class BroadcastRepasteLayer(io.ComfyNode):
 
 
 class BroadcastMaskSequenceCache(io.ComfyNode):
-    """Lossless mask cache keyed by the frames' content, the prompt and the parameters; a hit skips the segmenter."""
+    """Lossless mask cache keyed by the frames' content, the prompt and the settings of the nodes that make the masks;
+    a hit skips the segmenter."""
 
     @classmethod
     def define_schema(cls):
         return io.Schema(
             node_id="BroadcastMaskSequenceCache", display_name="Broadcast Mask Sequence Cache", category=CAT,
-            description="Stores masks by a hash of frames + prompt + params; on a hit the mask inputs (and the "
-                        "segmenter feeding them) are never evaluated.",
+            description="Stores masks by a hash of the frames, the prompt and every setting of the nodes feeding "
+                        "the mask inputs; on a hit those nodes (the segmenter) are never evaluated.",
             inputs=[
                 io.Image.Input("images", tooltip="The source frames the masks belong to (hashed by content)."),
                 io.String.Input("prompt", multiline=True, default="",
                                 tooltip="The segmenter prompt(s); part of the key."),
-                io.String.Input("params", default="",
-                                tooltip="Anything else that changes the masks (segmenter model, thresholds); part "
-                                        "of the key. Keep it in step with the segmenter's settings."),
                 io.Mask.Input("masks", lazy=True, tooltip="Masks to store on a miss (e.g. SAM3 mask_1)."),
                 io.Mask.Input("masks_2", lazy=True, optional=True,
                               tooltip="Optional second sequence stored in the same entry (e.g. SAM3 mask_2)."),
                 io.Combo.Input("mode", options=["use cache", "refresh"], default="use cache",
-                               tooltip="refresh: recompute and overwrite the entry."),
+                               tooltip="refresh: recompute and overwrite the entry. Changing the segmenter's "
+                                       "settings (model, thresholds, interval) is a miss by itself: they are part "
+                                       "of the key."),
             ],
+            hidden=[io.Hidden.prompt, io.Hidden.unique_id],
             outputs=[
                 io.Mask.Output("cached_masks", display_name="masks"),
                 io.Mask.Output("cached_masks_2", display_name="masks_2"),
@@ -339,20 +341,23 @@ class BroadcastMaskSequenceCache(io.ComfyNode):
         return True
 
     @classmethod
-    def _key(cls, images, prompt, params):
-        return maskcache.mask_key(as_images(images, "images"), prompt, params)
+    def _key(cls, images, prompt):
+        # The key follows what really makes the masks: the settings of every node upstream of the mask inputs,
+        # read off the prompt being executed (never evaluated: on a hit they must not run).
+        producer = upstream_signature(cls.hidden.prompt, cls.hidden.unique_id, ("masks", "masks_2"))
+        return maskcache.mask_key(as_images(images, "images"), prompt, producer)
 
     @classmethod
-    def check_lazy_status(cls, images, prompt, params, mode, **lazy):
-        if mode != "refresh" and maskcache.has_masks(cache(), cls._key(images, prompt, params)):
+    def check_lazy_status(cls, images, prompt, mode, **lazy):
+        if mode != "refresh" and maskcache.has_masks(cache(), cls._key(images, prompt)):
             return []
         # Only linked inputs appear here (as None until evaluated); asking for an unlinked one would fail.
         return [name for name in ("masks", "masks_2") if name in lazy and lazy[name] is None]
 
     @classmethod
-    def execute(cls, images, prompt, params, mode, masks=None, masks_2=None) -> io.NodeOutput:
+    def execute(cls, images, prompt, mode, masks=None, masks_2=None) -> io.NodeOutput:
         imgs = as_images(images, "images")
-        key = cls._key(imgs, prompt, params)
+        key = cls._key(imgs, prompt)
         store = cache()
         loaded = maskcache.load_masks(store, key) if mode != "refresh" else None
         if loaded is None:
@@ -365,7 +370,7 @@ class BroadcastMaskSequenceCache(io.ComfyNode):
                     raise InputError(name, f"{imgs.shape[0]} masks of {imgs.shape[2]}x{imgs.shape[1]} (one per frame)",
                                      f"{m.shape[0]} of {m.shape[2]}x{m.shape[1]}")
             loaded = maskcache.store_masks(store, key, given + [None] * (2 - len(given)),
-                                           {"prompt": prompt, "params": params})
+                                           {"prompt": prompt})
         first = loaded[0]
         second = loaded[1] if len(loaded) > 1 and loaded[1] is not None else first.new_zeros(first.shape)
         return io.NodeOutput(first, second, key)

@@ -1,7 +1,7 @@
 """The mask sequence cache: segment a loop once, reuse its masks on every later wardrobe run.
 
-Key = hash(source frames, prompt, parameters, format version), so a different clip, prompt or setting is a miss,
-never a stale hit. Storage is lossless: masks that are exactly 0/1 are bit-packed (1 bit per pixel), anything else
+Key = hash(source frames, prompt, the graph that produced the masks, format version), so a different clip, prompt or
+segmenter setting is a miss, never a stale hit. Storage is lossless: masks that are exactly 0/1 are bit-packed (1 bit per pixel), anything else
 is kept as float32. Entries live in the pack's content-hash cache (`engines.common.cache`), written atomically.
 
 Tests and other families may fill the cache with known masks through `store_masks` under the same key the node
@@ -10,7 +10,7 @@ computes (`mask_key`), which is how the CI runs skip the segmenter.
 from __future__ import annotations
 
 import weakref
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import numpy as np
 import torch
@@ -19,24 +19,30 @@ from ..common.cache import ContentCache, content_hash
 from ..common.errors import InputError
 
 NAMESPACE = "wardrobe_masks"
-VERSION = 1
+VERSION = 2  # 2: keyed by the producing graph, not a hand-typed params string
 
-_KEYS: dict = {}  # id(frames tensor) -> (weak reference to it, prompt, params, key)
+_KEYS: dict = {}  # id(frames tensor) -> (weak reference to it, prompt, producer digest, key)
 
 
-def mask_key(images: torch.Tensor, prompt: str, params: str) -> str:
-    """Cache key of a mask sequence made from ``images`` with ``prompt`` and ``params``."""
+def mask_key(images: torch.Tensor, prompt: str, producer: Any = None) -> str:
+    """Cache key of a mask sequence made from ``images`` with ``prompt`` by ``producer``.
+
+    ``producer`` describes what made the masks: the node passes the signature of the graph feeding its mask inputs
+    (`engines.common.prompt_graph.upstream_signature`: segmenter model, thresholds, prompts, interval...), so a
+    changed setting is a miss without anyone having to describe it by hand.
+    """
+    producer_digest = content_hash(producer)
     # The node asks twice per run (before and after its lazy inputs) with the same tensor object; hashing a long
     # 1080p clip takes seconds, so the key is remembered for that object only. A weak reference, not the address,
     # identifies it: a freed clip's memory can be reused by another clip of the same shape.
     hit = _KEYS.get(id(images))
-    if hit is not None and hit[0]() is images and hit[1] == prompt and hit[2] == params:
+    if hit is not None and hit[0]() is images and hit[1] == prompt and hit[2] == producer_digest:
         return hit[3]
-    key = content_hash("wardrobe-mask-sequence", VERSION, images, str(prompt), str(params))
+    key = content_hash("wardrobe-mask-sequence", VERSION, images, str(prompt), producer_digest)
     for k in [k for k, v in _KEYS.items() if v[0]() is None]:
         del _KEYS[k]
     try:
-        _KEYS[id(images)] = (weakref.ref(images), prompt, params, key)
+        _KEYS[id(images)] = (weakref.ref(images), prompt, producer_digest, key)
     except TypeError:  # an object that cannot be weakly referenced is simply not remembered
         pass
     return key

@@ -34,15 +34,15 @@ def test_mask_check_workflow_runs_on_the_sample_clip(comfy):
     assert frames == WARDROBE_CHECK_FRAMES
 
 
-def _cache_prompt(masks_source: dict, key_text: str, mode: str = "use cache") -> dict:
+def _cache_prompt(masks_source: dict, key_text: str, mode: str = "use cache", frame_cap: int = 4) -> dict:
     from scripts import sample_clip
 
     prompt = {
         "1": {"class_type": "BroadcastLoadVideo",
-              "inputs": {"video": sample_clip.SAMPLE_NAME, "frame_cap": 4, "skip_first_frames": 0, "target_fps": 0.0}},
+              "inputs": {"video": sample_clip.SAMPLE_NAME, "frame_cap": frame_cap, "skip_first_frames": 0,
+                         "target_fps": 0.0}},
         "2": {"class_type": "BroadcastMaskSequenceCache",
-              "inputs": {"images": ["1", 0], "prompt": key_text, "params": "test", "masks": ["9", 0],
-                         "mode": mode}},
+              "inputs": {"images": ["1", 0], "prompt": key_text, "masks": ["9", 0], "mode": mode}},
         "3": {"class_type": "MaskToImage", "inputs": {"mask": ["2", 0]}},
         "4": {"class_type": "PreviewImage", "inputs": {"images": ["3", 0]}},
     }
@@ -50,30 +50,40 @@ def _cache_prompt(masks_source: dict, key_text: str, mode: str = "use cache") ->
     return prompt
 
 
-# A mask source that fails whenever it runs: two masks of different sizes combined.
-FAILING_SOURCE = {
-    "7": {"class_type": "SolidMask", "inputs": {"value": 1.0, "width": 64, "height": 64}},
-    "8": {"class_type": "SolidMask", "inputs": {"value": 1.0, "width": 32, "height": 32}},
-    "9": {"class_type": "BroadcastMaskCombine", "inputs": {"mask_a": ["7", 0], "mask_b": ["8", 0],
-                                                           "operation": "subtract"}},
-}
-GOOD_SOURCE = {"9": {"class_type": "ImageToMask", "inputs": {"image": ["1", 0], "channel": "red"}}}
+def _file_source(name: str, channel: str = "red") -> dict:
+    return {"9": {"class_type": "LoadImageMask", "inputs": {"image": name, "channel": channel}}}
 
 
-def test_cache_hit_never_runs_the_segmenter(comfy):
+def test_cache_hit_never_runs_the_segmenter_and_a_changed_setting_is_a_miss(comfy):
+    """The mask source reads a file. After the entry is filled the file is corrupted, so the source fails whenever
+    it runs: a hit must not run it; a changed source setting (no hand-typed key involved) must run it."""
+    import numpy as np
+    from PIL import Image
+
+    from engines.export import reader
+    from scripts import sample_clip
+
     case_for("wardrobe_mask_check").prepare(comfy)  # makes the sample clip
+    info = reader.probe(comfy.input_dir / sample_clip.SAMPLE_NAME)
     key_text = f"lazy-{uuid.uuid4().hex}"
-    # Miss: the failing source runs and fails, naming its input: proves the source is evaluated on a miss.
-    err = comfy.run_error(_cache_prompt(FAILING_SOURCE, key_text))
-    assert "mask_b" in err["exception_message"]
-    # Fill the entry from a good source.
-    comfy.run(_cache_prompt(GOOD_SOURCE, key_text))
-    # Hit: the failing source is wired but never evaluated.
-    entry = comfy.run(_cache_prompt(FAILING_SOURCE, key_text))
+    name = f"mask_source_{uuid.uuid4().hex[:8]}.png"
+    pixels = np.zeros((info.height, info.width, 3), dtype=np.uint8)
+    pixels[: info.height // 2, :, 0] = 255
+    Image.fromarray(pixels).save(comfy.input_dir / name)
+    # Miss: the source runs and its masks are stored.
+    first = comfy.run(_cache_prompt(_file_source(name), key_text, frame_cap=1))
+    assert first["outputs"]["4"]["images"]
+    (comfy.input_dir / name).write_bytes(b"not a png any more")
+    # Hit: the (now failing) source is wired but never evaluated.
+    entry = comfy.run(_cache_prompt(_file_source(name), key_text, frame_cap=1))
     assert entry["outputs"]["4"]["images"]
+    # The source's own setting changed: another key, so the source runs (and fails on the corrupt file).
+    err = comfy.run_error(_cache_prompt(_file_source(name, channel="green"), key_text, frame_cap=1))
+    assert err["node_id"] == "9"
     # refresh forces the source to run again.
-    err = comfy.run_error(_cache_prompt(FAILING_SOURCE, key_text, mode="refresh"))
-    assert "mask_b" in err["exception_message"]
+    err = comfy.run_error(_cache_prompt(_file_source(name), key_text, mode="refresh", frame_cap=1))
+    assert err["node_id"] == "9"
+
 
 
 def test_uncrop_refuses_a_short_crop_batch(comfy):

@@ -1,0 +1,49 @@
+"""What produced a node's input, read off an API prompt (the plain ``{node id: {class_type, inputs}}`` dict that
+ComfyUI executes): the basis of cache keys that follow the real settings instead of a hand-typed description.
+
+`upstream_signature` replaces every link by the signature of the node it comes from, recursively, and drops node
+ids and titles, so the same settings give the same signature in any workflow and a changed threshold anywhere
+upstream gives another one.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping, Optional, Sequence
+
+
+def is_link(value: Any) -> bool:
+    return (isinstance(value, (list, tuple)) and len(value) == 2 and isinstance(value[0], str)
+            and isinstance(value[1], int) and not isinstance(value[1], bool))
+
+
+def upstream_signature(prompt: Optional[Mapping], node_id: Optional[str], inputs: Sequence[str]) -> Optional[dict]:
+    """``{input: signature of what feeds it}`` for the linked ones among `inputs` of `node_id` (a widget value is
+    its own signature); None without a prompt (a caller outside ComfyUI)."""
+    if not isinstance(prompt, Mapping) or node_id is None or str(node_id) not in prompt:
+        return None
+    memo: dict = {}
+    own = prompt[str(node_id)].get("inputs", {})
+    return {name: _value(prompt, own[name], memo, set()) for name in inputs if name in own}
+
+
+def _value(prompt: Mapping, value: Any, memo: dict, path: set) -> Any:
+    if not is_link(value):
+        # The editor and the API twins may write one number as 4 or 4.0; the value, not its spelling, counts.
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        return value
+    source, output = value
+    return {"from": _node(prompt, source, memo, path), "output": output}
+
+
+def _node(prompt: Mapping, node_id: str, memo: dict, path: set) -> Any:
+    if node_id in memo:
+        return memo[node_id]
+    node = prompt.get(node_id)
+    if not isinstance(node, Mapping) or node_id in path:  # a dangling link or a cycle: ComfyUI refuses those anyway
+        return {"missing": node_id}
+    path = path | {node_id}
+    inputs = node.get("inputs", {}) if isinstance(node.get("inputs"), Mapping) else {}
+    signature = {"class_type": node.get("class_type"),
+                 "inputs": {k: _value(prompt, v, memo, path) for k, v in sorted(inputs.items())}}
+    memo[node_id] = signature
+    return signature

@@ -1,0 +1,168 @@
+"""engines.common.cache under a size cap: LRU eviction that spares entries being read, clearing a namespace,
+entries larger than the cap, the log line, and two processes writing, reading and evicting one folder together."""
+from __future__ import annotations
+
+import gc
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from engines.common import cache as cache_mod
+from engines.common.cache import ContentCache
+
+MIB = 1 << 20
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def blob(value: float, mib: float = 1.0) -> dict:
+    return {"x": torch.full((int(mib * MIB) // 4,), float(value), dtype=torch.float32)}
+
+
+def keys(store, namespace="ns"):
+    return sorted(p.name for _used, _size, p in store.entries(namespace))
+
+
+def test_least_recently_used_entries_go_first_and_the_cache_stays_under_its_cap(tmp_path):
+    store = ContentCache(tmp_path, max_bytes=int(3.5 * MIB))
+    for i in range(3):
+        store.store("ns", f"k{i}", 1, blob(i))
+    assert store.load("ns", "k0", 1) is not None          # k0 used last: k1 is now the oldest
+    gc.collect()
+    store.store("ns", "k3", 1, blob(3))
+    assert keys(store) == ["k0", "k2", "k3"]
+    assert store.size_bytes() <= store.max_bytes
+    for i in range(4, 10):
+        store.store("ns", f"k{i}", 1, blob(i))
+        assert store.size_bytes() <= store.max_bytes
+    assert keys(store) == ["k7", "k8", "k9"]
+    assert [p for p in (tmp_path / "ns").iterdir() if p.name.startswith(".")] == []   # nothing left behind
+
+
+def test_an_entry_being_read_is_never_evicted(tmp_path):
+    store = ContentCache(tmp_path, max_bytes=int(2.5 * MIB))
+    held = store.store("ns", "held", 1, blob(7)).tensors["x"]   # a live view on the mapped file
+    for i in range(5):
+        store.store("ns", f"k{i}", 1, blob(i))
+    assert "held" in keys(store)
+    assert float(held[123]) == 7.0
+    assert store.load("ns", "held", 1) is not None
+    gc.collect()
+    del held
+    gc.collect()                                                # the last view gone: the lock is released
+    store.store("ns", "k9", 1, blob(9))
+    store.store("ns", "k10", 1, blob(10))
+    assert "held" not in keys(store)
+    assert store.size_bytes() <= store.max_bytes
+
+
+def test_clear_one_namespace_keeps_the_others(tmp_path):
+    store = ContentCache(tmp_path, max_bytes=None)
+    for ns in ("a", "b"):
+        for i in range(3):
+            store.store(ns, f"k{i}", 1, blob(i, 0.01))
+    gc.collect()
+    assert store.clear("a") == 3
+    assert keys(store, "a") == [] and keys(store, "b") == ["k0", "k1", "k2"]
+    assert store.load("a", "k0", 1) is None and store.load("b", "k0", 1) is not None
+    assert [p.name for p in (tmp_path / "a").iterdir()] == []
+
+
+def test_an_entry_larger_than_the_cap_is_returned_but_not_kept(tmp_path, caplog):
+    store = ContentCache(tmp_path, max_bytes=MIB)
+    entry = store.store("ns", "big", 1, blob(5, 2.0), {"a": 1})
+    assert entry.path is None and entry.meta == {"a": 1} and float(entry.tensors["x"][0]) == 5.0
+    assert store.load("ns", "big", 1) is None and store.size_bytes() == 0
+    assert "larger than the cache's cap" in caplog.text and cache_mod.MAX_GB_ENV in caplog.text
+
+
+@pytest.mark.parametrize("raw, expected", [("", 20 << 30), ("0.5", 1 << 29), ("none", None), ("2", 2 << 30)])
+def test_cap_is_settable_from_the_environment(monkeypatch, raw, expected):
+    monkeypatch.setenv(cache_mod.MAX_GB_ENV, raw)
+    assert cache_mod.default_max_bytes() == expected
+    assert ContentCache("unused").max_bytes == expected
+
+
+@pytest.mark.parametrize("raw", ["lots", "-1", "nan"])
+def test_a_bad_cap_names_the_variable(monkeypatch, raw):
+    monkeypatch.setenv(cache_mod.MAX_GB_ENV, raw)
+    with pytest.raises(ValueError, match=cache_mod.MAX_GB_ENV):
+        cache_mod.default_max_bytes()
+
+
+def test_describe_gives_size_entries_and_cap(tmp_path):
+    store = ContentCache(tmp_path, max_bytes=3 << 30)
+    store.store("avatars", "a", 1, blob(1))
+    store.store("masks", "m", 1, blob(1, 0.5))
+    line = store.describe()
+    assert "1.5 MiB in 2 entries" in line and "avatars 1" in line and "masks 1" in line and "cap 3.0 GiB" in line
+
+
+def test_an_abandoned_write_is_swept_but_a_fresh_one_is_not(tmp_path):
+    import os
+
+    store = ContentCache(tmp_path, max_bytes=None)
+    store.store("ns", "k", 1, blob(1, 0.01))
+    old, fresh = tmp_path / "ns" / ".tmp-old-1234", tmp_path / "ns" / ".tmp-fresh-5678"
+    old.mkdir()
+    fresh.mkdir()
+    os.utime(old, (1, 1))
+    store.sweep()
+    assert not old.exists() and fresh.exists()
+
+
+# Each process stores and loads random keys of one namespace under a cap a third of what they write, so entries
+# are evicted under the other process's feet all the time. Entry `kN` always holds the value N (keys are content
+# addresses), so any torn, mixed or half-written read shows up as a wrong value, a wrong length or an exception.
+WORKER = r"""
+import random, sys
+sys.path.insert(0, sys.argv[1])
+import torch
+from engines.common.cache import ContentCache
+root, seed, rounds = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+rng = random.Random(seed)
+store = ContentCache(root, max_bytes=3 * (1 << 20))
+held, bad, hits, writes = [], [], 0, 0
+for step in range(rounds):
+    n = rng.randrange(10)
+    size = (1 << 18) // 4 * (1 + n % 3)
+    if rng.random() < 0.5:
+        store.store("shared", f"k{n}", 1, {"x": torch.full((size,), float(n))}, {"n": n, "size": size})
+        writes += 1
+    else:
+        entry = store.load("shared", f"k{n}", 1)
+        if entry is not None:
+            hits += 1
+            x = entry.tensors["x"]
+            if entry.meta != {"n": n, "size": size} or x.numel() != size or not bool((x == n).all()):
+                bad.append((step, n, entry.meta, x.numel()))
+            if rng.random() < 0.3:
+                held.append(x)            # keep reading it for a while: it must not vanish meanwhile
+    if len(held) > 3:
+        x = held.pop(0)
+        if not bool((x == x[0]).all()):
+            bad.append(("held", float(x[0])))
+print("RESULT", len(bad), hits, writes, bad[:3], flush=True)
+"""
+
+
+def test_two_processes_never_see_half_an_entry(tmp_path):
+    root = tmp_path / "cache"
+    procs = [subprocess.Popen([sys.executable, "-c", WORKER, str(REPO_ROOT), str(root), str(seed), "150"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for seed in (1, 2)]
+    results = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err[-3000:]
+        line = [ln for ln in out.splitlines() if ln.startswith("RESULT")][-1].split(maxsplit=4)
+        results.append((int(line[1]), int(line[2]), int(line[3]), line[4]))
+    for bad, hits, writes, sample in results:
+        assert bad == 0, f"a process read a wrong or partial entry: {sample}"
+        assert hits > 10 and writes > 40, results       # both really read and wrote
+    store = ContentCache(root, max_bytes=3 * MIB)
+    store.enforce_cap()
+    assert store.size_bytes() <= store.max_bytes
+    leftovers = [p.name for p in (root / "shared").iterdir() if p.name.startswith(".")]
+    assert leftovers == [], f"temporary or retired folders left behind: {leftovers}"
