@@ -269,9 +269,11 @@ class BroadcastDittoRender(io.ComfyNode):
                 io.Int.Input("cadence_stride", default=1, min=1, max=3,
                              tooltip="Render every n-th frame and SLERP-fill the rest: 1 = every frame, 2 = about "
                                      "twice as fast (highest recommended), 3 may miss blinks."),
-                io.Boolean.Input("silence_bypass", default=True,
+                io.Boolean.Input("silence_bypass", default=False,
                                  tooltip="Show the avatar frame itself where the speech is silent (RMS below the "
-                                         "threshold over the frame's 40 ms), easing in and out."),
+                                         "threshold over the frame's 40 ms), easing in and out. Off by default: "
+                                         "the later posts settled on dense evaluation (every frame rendered) "
+                                         "after the bypass showed a frozen mouth around pauses."),
                 io.Float.Input("silence_threshold", default=0.008, min=0.0, max=0.5, step=0.001,
                                tooltip="RMS (full scale 1.0) below which a frame counts as silent."),
                 io.Int.Input("ease_frames", default=3, min=0, max=25,

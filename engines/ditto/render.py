@@ -26,7 +26,7 @@ from .putback import putback
 class RenderSettings:
     batch_size: int = 4
     stride: int = 1
-    silence_bypass: bool = True
+    silence_bypass: bool = False  # the posts' final decision: dense evaluation by default
     silence_threshold: float = cadence.SILENCE_RMS
     ease_frames: int = cadence.EASE_FRAMES
 
