@@ -26,8 +26,9 @@ UI_KEY = "broadcast_qc"  # the batch runner's contract (team brief): a list with
 
 
 def _threshold_inputs() -> list:
-    return [io.Float.Input(t.name, default=t.default, min=t.minimum, max=t.maximum, step=t.step, tooltip=t.tooltip)
-            for t in THRESHOLDS]
+    # Marked advanced: frontends that support it fold the 25 limits away until asked; the defaults are the specs.
+    return [io.Float.Input(t.name, default=t.default, min=t.minimum, max=t.maximum, step=t.step, tooltip=t.tooltip,
+                           advanced=True) for t in THRESHOLDS]
 
 
 def _transcriber(whisper_model: str, language: str):

@@ -83,8 +83,9 @@ THRESHOLDS = (
     Threshold("max_freeze_s", 0.5, 0.04, 10.0, 0.04,
               "Longest allowed run of unchanged pictures in seconds (a talking head never holds still this long)."),
     Threshold("max_face_flicker", 8.0, 1.0, 100.0, 0.5,
-              "Largest allowed one-frame jump of the face region's mean luma (8-bit codes), relative to its "
-              "neighbours and to the rest of the picture: a pasted mouth patch that pops shows up here."),
+              "Largest allowed flicker of the face region in 8-bit codes: a frame brighter or darker than both of "
+              "its neighbours, taken as the median over the region's blocks (frame-difference statistics; a pasted "
+              "mouth patch that pops shows up here, the mouth's own motion does not)."),
     Threshold("max_av_difference_frames", 1.0, 0.0, 25.0, 0.5,
               "Largest allowed difference between the declared audio and video durations, in video frames (one "
               "frame: a muxer's rounding)."),

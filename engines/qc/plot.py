@@ -81,7 +81,8 @@ def render(measured, checks, verdict: str, failed: list, target_lufs: float, tol
         draw.text((tx(s) - 6, y), f"{s}s", fill=GREY, font=font)
     y += 20
     if not lanes:
-        draw.text((left, y), "no problems on the timeline", fill=GREEN, font=font)
+        draw.text((left, y), "no problems located in time" + (" (see the report)" if failed else ""),
+                  fill=GREEN if not failed else GREY, font=font)
     for check in lanes:
         draw.text((4, y + 2), check.name[:9], fill=GREY, font=font)
         draw.rectangle([left, y + 3, right, y + lane_h - 3], outline=(60, 60, 60))
