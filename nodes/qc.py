@@ -6,6 +6,7 @@ raised (only unusable inputs raise). Its UI output carries `broadcast_qc`: a lis
 """
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 
@@ -25,10 +26,14 @@ CATEGORY = f"{comfy_bridge.CATEGORY}/qc"
 UI_KEY = "broadcast_qc"  # the batch runner's contract (team brief): a list with one verdict dict
 
 
+# Marked advanced where the core's widget inputs take the flag (newer cores; 0.3.75's Float.Input does not): the
+# frontend then folds the 25 limits away until asked. Detected from the signature, never from a version string.
+ADVANCED = {"advanced": True} if "advanced" in inspect.signature(io.Float.Input.__init__).parameters else {}
+
+
 def _threshold_inputs() -> list:
-    # Marked advanced: frontends that support it fold the 25 limits away until asked; the defaults are the specs.
     return [io.Float.Input(t.name, default=t.default, min=t.minimum, max=t.maximum, step=t.step, tooltip=t.tooltip,
-                           advanced=True) for t in THRESHOLDS]
+                           **ADVANCED) for t in THRESHOLDS]
 
 
 def _transcriber(whisper_model: str, language: str):
