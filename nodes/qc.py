@@ -62,13 +62,6 @@ class BroadcastQC(io.ComfyNode):
                         "silence, dropouts, clipping, DC, A/V durations, lip-sync offset (EBU R37) and, with a "
                         "Whisper model, word accuracy. A failing clip is reported, never blocked.",
             inputs=[
-                io.Video.Input("video", optional=True,
-                               tooltip="The exported clip (Broadcast Export Video's 'video'). Streamed from its "
-                                       "file, never loaded whole."),
-                io.Image.Input("images", optional=True,
-                               tooltip="Instead of a video: frames [frames, height, width, 3], measured as the "
-                                       "export would encode them (BT.601 limited range)."),
-                io.Audio.Input("audio", optional=True, tooltip="The soundtrack that goes with 'images'."),
                 io.Float.Input("fps", default=25.0, min=1.0, max=240.0, step=0.001,
                                tooltip="Frame rate of 'images' (a video carries its own)."),
                 io.String.Input("expected_text", multiline=True, default="",
@@ -85,6 +78,14 @@ class BroadcastQC(io.ComfyNode):
                 io.Combo.Input("channel_layout", options=list(LAYOUTS), default="mono_or_stereo",
                                tooltip="Required audio layout (EBU R128 meters mono and stereo alike)."),
                 *_threshold_inputs(),
+                # Links last: the editor lists required inputs before optional ones, so this keeps one order.
+                io.Video.Input("video", optional=True,
+                               tooltip="The exported clip (Broadcast Export Video's 'video'). Streamed from its "
+                                       "file, never loaded whole."),
+                io.Image.Input("images", optional=True,
+                               tooltip="Instead of a video: frames [frames, height, width, 3], measured as the "
+                                       "export would encode them (BT.601 limited range)."),
+                io.Audio.Input("audio", optional=True, tooltip="The soundtrack that goes with 'images'."),
             ],
             outputs=[
                 io.Boolean.Output("passed", display_name="passed", tooltip="True when no check failed."),

@@ -94,3 +94,28 @@ def test_frames_and_audio_input_with_whisper(comfy, clips):
 def test_nothing_connected_and_bad_preset_are_named(comfy):
     error = comfy.run_error({"1": {"class_type": "BroadcastQC", "inputs": dict(QC)}})
     assert error["node_type"] == "BroadcastQC" and "video: expected a VIDEO" in error["exception_message"]
+
+
+def test_batch_runner_records_each_verdict_and_exits_non_zero_on_a_fail(comfy, clips, tmp_path):
+    """scripts/run_batch.py against this server: the ledger carries both jobs' verdicts; one fails, so exit 5."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.workflow_cases import REPO_ROOT
+
+    workflow = tmp_path / "export_qc.api.json"
+    workflow.write_text(json.dumps(export_then_qc(clips["clean"])))
+    batch = tmp_path / "qc.jsonl"
+    batch.write_text("".join(json.dumps({"name": name, "workflow": str(workflow), "set": {"1.video": clips[key]}})
+                             + "\n" for name, key in (("clean", "clean"), ("low", "low_1lu"))))
+    proc = subprocess.run([os.environ.get("BA_PYTHON") or sys.executable, str(REPO_ROOT / "scripts" / "run_batch.py"),
+                           str(batch), "--url", comfy.url, "--no-progress", "--out-dir", str(tmp_path / "out")],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 5, proc.stdout[-4000:] + proc.stderr[-4000:]
+    records = [json.loads(line) for line in (tmp_path / "out" / "ledger.jsonl").read_text().splitlines()]
+    names = {r["key"]: r["name"] for r in records if r["state"] == "job"}
+    done = {names[r["key"]]: r["qc"] for r in records if r["state"] == "done"}
+    assert [v["verdict"] for v in done["clean"]] == ["pass"]
+    assert [(v["verdict"], v["failed"]) for v in done["low"]] == [("fail", ["integrated_loudness"])]
+    assert done["low"][0]["report"]["checks"]["integrated_loudness"]["standard"].startswith("EBU R128")
