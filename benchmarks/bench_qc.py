@@ -12,7 +12,8 @@ Rows, each measured in the same run, alternating, best and median of the repeats
 3. decode to RGB: the Load node's streaming reader (swscale to RGB, chunks discarded), what QC would cost if it
    looked at pictures the way the rest of ComfyUI does.
 "x real time" = clip seconds / wall seconds, and clip seconds / CPU seconds (all threads: what one core would take,
-the figure least disturbed by a shared machine). Peak RSS growth of the QC row shows that memory does not follow the clip's length.
+the figure least disturbed by a shared machine). Peak RSS growth of the QC row shows that memory does not follow
+the clip's length.
 
     python benchmarks/bench_qc.py              # 60 s clip, 3 repeats (clip generation ~2 min on 2 cores)
     python benchmarks/bench_qc.py --quick      # 8 s clip, 1 repeat (a smoke run)

@@ -99,8 +99,9 @@ def audio_checks(m: Measured, lim: QCLimits) -> list[Check]:
                      f"{int(lim.sample_rate_hz)} Hz", "EBU R128 / broadcast delivery", f"{a.rate} Hz"))
     allowed = {"mono_or_stereo": (1, 2), "stereo": (2,), "mono": (1,)}[lim.channel_layout]
     layout = m.info.layout or f"{a.channels} channels"
-    out.append(Check("channel_layout", _verdict(a.channels in allowed), a.channels, lim.channel_layout.replace("_", " "),
-                     "delivery spec", f"{a.channels} channel(s), layout {layout}"))
+    out.append(Check("channel_layout", _verdict(a.channels in allowed), a.channels,
+                     lim.channel_layout.replace("_", " "), "delivery spec",
+                     f"{a.channels} channel(s), layout {layout}"))
     out.extend(_silences(a, lim))
     return out
 
@@ -151,9 +152,10 @@ def picture_checks(m: Measured, lim: QCLimits) -> list[Check]:
         detail = (f"codes {lo_arr.min() / scale:.0f}..{hi_arr.max() / scale:.0f} (8-bit units); "
                   + (f"{int(flags.sum())} frame(s) with over {lim.max_out_of_range_area_percent:g} % of the picture "
                      f"outside, worst {worst:.1f} %" if flags.any() else "within the legal window"))
+        declared = "full" if (m.info.tags or {}).get("range") == "pc" else "limited"
         out.append(Check(name, _verdict(not flags.any()), int(flags.sum()),
-                         f"{lo / scale:.1f} .. {hi / scale:.1f} (declared {('full' if (m.info.tags or {}).get('range') == 'pc' else 'limited')} range)",
-                         "EBU R103", detail, spans(flags)))
+                         f"{lo / scale:.1f} .. {hi / scale:.1f} (declared {declared} range)", "EBU R103", detail,
+                         spans(flags)))
     out.append(_colour_tags(m))
     black = p.black_pct >= lim.black_area_percent
     black_runs = [(s, e) for s, e in runs(black) if (e - s) / fps > lim.max_black_s]

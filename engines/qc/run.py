@@ -77,7 +77,8 @@ def evaluate(measured: source.Measured, limits: QCLimits, expected_text: str = "
         report["loudness"] = {"max_momentary_lufs": _finite(mo.max() if mo.size else None),
                               "max_short_term_lufs": _finite(st.max() if st.size else None)}
     if sync is not None:
-        report["lip_sync"] = {"offset_ms": round(sync.offset_ms, 1), "confidence": round(sync.confidence, 3),
+        report["lip_sync"] = {"offset_ms": round(float(sync.offset_ms), 1),
+                              "confidence": round(float(sync.confidence), 3),
                               "face_region_blocks": list(map(int, face)), "grid": list(measured.picture.grid),
                               "block_px": list(measured.picture.block_px)}
     if transcript is not None:
