@@ -180,7 +180,10 @@ class BroadcastOmniVoiceSpeak(io.ComfyNode):
                         "crossings with equal-power crossfades (25 ms at ellipsis joins). Output is 24 kHz.",
             inputs=[
                 types.OmniVoiceModel.Input("omnivoice_model", tooltip="From Broadcast OmniVoice Loader."),
-                types.VoicePrompt.Input("voice_prompt", tooltip="From Broadcast Voice Prompt."),
+                types.VoicePrompt.Input("voice_prompt", optional=True,
+                                        tooltip="From Broadcast Voice Prompt or Voice Morph. Not connected: voice "
+                                                "design, a voice made from instruct and cadence (or OmniVoice's "
+                                                "own voice with neither)."),
                 types.Clauses.Input("clauses", optional=True,
                                     tooltip="From Broadcast Text Prepare (carries its language). When connected, "
                                             "text and language below are not used."),
@@ -209,6 +212,14 @@ class BroadcastOmniVoiceSpeak(io.ComfyNode):
                 io.Boolean.Input("trim_silence", default=True,
                                  tooltip="OmniVoice's output clean-up: trim long silences and edges, then fade and "
                                          "pad 0.1 s."),
+                io.Combo.Input("cadence", options=list(ov_speak.CADENCES), default="none", optional=True,
+                               tooltip="Delivery presets as voice-design items: breaking_urgent = young adult, "
+                                       "moderate pitch; commercial_hook = young adult, high pitch; narrative_slow "
+                                       "= middle-aged, low pitch; casual_banter = young adult."),
+                io.String.Input("instruct", default="", optional=True,
+                                tooltip="Voice-design items, comma separated: male/female; child, teenager, young "
+                                        "adult, middle-aged, elderly; very low ... very high pitch; whisper; an "
+                                        "accent (british accent...). Added to the cadence's items."),
             ],
             outputs=[io.Audio.Output("audio", display_name="audio"),
                      io.String.Output("info", display_name="info")],
@@ -221,8 +232,9 @@ class BroadcastOmniVoiceSpeak(io.ComfyNode):
         return True
 
     @classmethod
-    def execute(cls, omnivoice_model, voice_prompt, text, language, preset, steps, guidance, t_shift, layer_penalty,
-                speed, seed, trim_silence, clauses=None) -> io.NodeOutput:
+    def execute(cls, omnivoice_model, text, language, preset, steps, guidance, t_shift, layer_penalty,
+                speed, seed, trim_silence, voice_prompt=None, clauses=None, cadence="none",
+                instruct="") -> io.NodeOutput:
         from ..engines.common.audio import make_audio
 
         if clauses is None:
@@ -233,15 +245,147 @@ class BroadcastOmniVoiceSpeak(io.ComfyNode):
         custom = {"num_step": steps, "guidance_scale": guidance, "t_shift": t_shift,
                   "layer_penalty_factor": layer_penalty} if preset == "custom" else {}
         settings = ov_speak.SpeakSettings.from_preset(preset, speed=speed, seed=seed, trim_silence=trim_silence,
-                                                      **custom)
+                                                      instruct=instruct or "", cadence=cadence or "none", **custom)
         loaded = omnivoice_model.ready()
-        ov_prompt.check_compatible(voice_prompt, loaded)
+        if voice_prompt is not None:
+            ov_prompt.check_compatible(voice_prompt, loaded)
         result = ov_speak.speak(loaded, clauses, voice_prompt, settings, progress(len(clauses.sub_batches)))
         info = (f"{len(clauses.clauses)} clauses in {len(clauses.sub_batches)} batches, "
                 f"{result.samples.size / result.sample_rate:.2f} s of audio in {result.wall_seconds:.2f} s "
                 f"(real-time factor {result.real_time_factor:.2f}); language {clauses.language}; "
-                f"steps {settings.num_step}, t_shift {settings.t_shift}, layer penalty {settings.layer_penalty_factor}")
+                f"steps {settings.num_step}, t_shift {settings.t_shift}, layer penalty {settings.layer_penalty_factor}; "
+                f"voice {'cloned' if voice_prompt is not None else 'designed'}"
+                f"{', instruct ' + repr(ov_speak.resolve_instruct(instruct, cadence)) if (instruct or cadence != 'none') else ''}")
         return io.NodeOutput(make_audio(result.samples, result.sample_rate), info)
 
 
-NODES = [BroadcastOmniVoiceLoader, BroadcastVoicePrompt, BroadcastOmniVoiceSpeak]
+def _save_name(save_as: str) -> str:
+    name = (save_as or "").strip()
+    if name and not _NAME.match(name):
+        raise InputError("save_as", "a plain name (letters, digits, space, _ . -)", repr(save_as))
+    return name
+
+
+class BroadcastVoiceMorph(io.ComfyNode):
+    """Two voice prompts -> a voice between them, usable and savable like any voice prompt."""
+
+    @classmethod
+    def define_schema(cls):
+        return io.Schema(
+            node_id="BroadcastVoiceMorph",
+            display_name="Broadcast Voice Morph",
+            category=f"{CATEGORY}/omnivoice",
+            description="Blend two voices with a weight: weight x A + (1 - weight) x B (B stretched to A's length) in "
+                        "the audio tokenizer's latent space, quantised back into a voice prompt with A's transcript.",
+            inputs=[
+                types.OmniVoiceModel.Input("omnivoice_model", tooltip="The model whose tokenizer made both voices."),
+                types.VoicePrompt.Input("voice_a", tooltip="The first voice (its timing and transcript are kept)."),
+                types.VoicePrompt.Input("voice_b", tooltip="The second voice."),
+                io.Float.Input("weight", default=0.5, min=0.0, max=1.0, step=0.05,
+                               tooltip="Share of voice A: 1 is A unchanged, 0 is B unchanged, 0.7 a 70/30 blend."),
+                io.String.Input("save_as", default="",
+                                tooltip="Save the blend as models/omnivoice_voices/<name>.safetensors, like any "
+                                        "voice. Empty: do not save."),
+            ],
+            outputs=[types.VoicePrompt.Output("voice_prompt", display_name="voice_prompt")],
+        )
+
+    @classmethod
+    def validate_inputs(cls, save_as=""):
+        if save_as and not _NAME.match(save_as.strip()):
+            return f"save_as must be a plain name (letters, digits, space, _ . -), got {save_as!r}"
+        return True
+
+    @classmethod
+    def execute(cls, omnivoice_model, voice_a, voice_b, weight, save_as) -> io.NodeOutput:
+        from ..engines.omnivoice.morph import blend_prompts
+
+        name = _save_name(save_as)
+        blend = blend_prompts(omnivoice_model.ready(), voice_a, voice_b, float(weight))
+        if name:
+            ov_prompt.save_prompt(blend, voices_dir() / f"{name}{ov_prompt.FILE_SUFFIX}")
+        return io.NodeOutput(blend)
+
+
+class BroadcastOmniVoiceDialogue(io.ComfyNode):
+    """A script with speaker tags, read by saved voices into one 24 kHz track."""
+
+    @classmethod
+    def define_schema(cls):
+        return io.Schema(
+            node_id="BroadcastOmniVoiceDialogue",
+            display_name="Broadcast OmniVoice Dialogue",
+            category=f"{CATEGORY}/omnivoice",
+            description="Read a script whose lines start with a speaker tag ('Anchor: ...' or '[anchor] ...') with "
+                        "the saved voice each tag is cast to; every turn is prepared and joined like single-voice "
+                        "speech, speakers are levelled, turns joined at zero crossings. Master the result with "
+                        "Broadcast Audio Master.",
+            inputs=[
+                types.OmniVoiceModel.Input("omnivoice_model", tooltip="From Broadcast OmniVoice Loader."),
+                io.String.Input("script", multiline=True, default="Anchor: Good evening.\nCorrespondent: Thank you.",
+                                tooltip="One turn per line, starting with a tag from the speakers list; a line "
+                                        "without a tag continues the previous turn."),
+                io.String.Input("speakers", multiline=True, default="anchor = \ncorrespondent = ",
+                                tooltip="'tag = saved voice' per line: voices saved in models/omnivoice_voices "
+                                        "(by Voice Prompt or Voice Morph)."),
+                io.String.Input("language", default="en", tooltip="Language of the script (es, en, Spanish...)."),
+                io.Combo.Input("preset", options=list(ov_speak.PRESETS), default="upstream",
+                               tooltip="Sampling values: upstream (32 steps) or posts (10 steps, t_shift 0.9)."),
+                io.Float.Input("speed", default=1.0, min=0.25, max=4.0, step=0.05, tooltip="Speaking rate factor."),
+                io.Int.Input("seed", default=0, min=0, max=2**31 - 1, tooltip="Same seed, same audio."),
+                io.Combo.Input("cadence", options=list(ov_speak.CADENCES), default="none",
+                               tooltip="Delivery preset for every speaker (see OmniVoice Speak)."),
+                io.Boolean.Input("normalize", default=True,
+                                 tooltip="Broadcast text normalisation of each turn (figures, currency, acronyms...)."),
+                io.Boolean.Input("voseo", default=False, tooltip="Rioplatense voseo (Spanish only)."),
+                io.Boolean.Input("yeismo", default=False, tooltip="Rioplatense yeísmo as 'sh' (Spanish only)."),
+                io.Boolean.Input("level_match", default=True,
+                                 tooltip="Bring every speaker to the same loudness before the turns are joined."),
+                io.Int.Input("max_sub_batch", default=4, min=1, max=16,
+                             tooltip="Clauses generated together (of any speakers)."),
+                io.Boolean.Input("trim_silence", default=True, tooltip="OmniVoice's output clean-up per clause."),
+            ],
+            outputs=[io.Audio.Output("audio", display_name="audio"),
+                     io.String.Output("turns", display_name="turns",
+                                      tooltip="JSON: speaker, start and end second, clause count of every turn.")],
+        )
+
+    @classmethod
+    def validate_inputs(cls, preset=None, cadence=None):
+        if preset is not None and preset not in ov_speak.PRESETS:
+            return f"preset must be one of {', '.join(ov_speak.PRESETS)}, got {preset!r}"
+        if cadence is not None and cadence not in ov_speak.CADENCES:
+            return f"cadence must be one of {', '.join(ov_speak.CADENCES)}, got {cadence!r}"
+        return True
+
+    @classmethod
+    def execute(cls, omnivoice_model, script, speakers, language, preset, speed, seed, cadence, normalize, voseo,
+                yeismo, level_match, max_sub_batch, trim_silence) -> io.NodeOutput:
+        import json
+
+        from ..engines.common.audio import make_audio
+        from ..engines.omnivoice import dialogue
+
+        cast = dialogue.parse_cast(speakers)
+        turns = dialogue.parse_script(script, cast)
+        loaded = omnivoice_model.ready()
+        voices = {}
+        for tag, voice in cast.items():
+            path = voices_dir() / f"{voice}{ov_prompt.FILE_SUFFIX}"
+            if not path.is_file():
+                raise InputError("speakers", "voices saved in models/omnivoice_voices", f"'{voice}' for '{tag}' "
+                                 "(not found)", f"Saved voices: {', '.join(_saved_voices()) or 'none yet'}.")
+            voices[tag] = ov_prompt.load_prompt(path, "speakers")
+            ov_prompt.check_compatible(voices[tag], loaded, "speakers")
+        settings = ov_speak.SpeakSettings.from_preset(preset, speed=speed, seed=seed, trim_silence=trim_silence,
+                                                      cadence=cadence)
+        prepare = {"voseo": voseo, "yeismo": yeismo, "max_words": MAX_WORDS,
+                   "normalization": NormalizeSettings() if normalize else None}
+        result = dialogue.speak_dialogue(loaded, turns, voices, language, settings, prepare, max_sub_batch,
+                                         level_match, progress(1))
+        spans = [{"speaker": s, "start": a, "end": b, "clauses": n} for s, a, b, n in result.turns]
+        return io.NodeOutput(make_audio(result.samples, result.sample_rate), json.dumps(spans, indent=1))
+
+
+NODES = [BroadcastOmniVoiceLoader, BroadcastVoicePrompt, BroadcastOmniVoiceSpeak, BroadcastVoiceMorph,
+         BroadcastOmniVoiceDialogue]

@@ -115,6 +115,13 @@ def _tts_master(comfy: Any) -> dict:
     return tiny_omnivoice.prepare_tts_workflow(comfy)
 
 
+def _tts_dialogue(comfy: Any) -> dict:
+    """Tiny random OmniVoice and the two saved voices the dialogue casts (issue 16)."""
+    from tests.fixtures import tiny_omnivoice
+
+    return tiny_omnivoice.prepare_dialogue_workflow(comfy)
+
+
 CASES: dict[str, WorkflowCase] = {
     "harness_core_preview": WorkflowCase(prepare=_harness_core_preview),
     "demo_export": WorkflowCase(prepare=_demo_export),
@@ -125,6 +132,7 @@ CASES: dict[str, WorkflowCase] = {
     "wardrobe_vace": WorkflowCase(prepare=_wardrobe_vace),
     "ditto_talking_head": WorkflowCase(prepare=_ditto_talking_head),
     "tts_master": WorkflowCase(prepare=_tts_master),
+    "tts_dialogue": WorkflowCase(prepare=_tts_dialogue),
     "musetalk_lipsync": WorkflowCase(prepare=_musetalk_lipsync),
     # The UMT5-XXL text encoder (about 11 GB) cannot be made small: this workflow is only loaded.
     "wardrobe_vace_prompt": WorkflowCase(runs_on_test_comfy=False),

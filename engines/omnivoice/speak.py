@@ -8,6 +8,11 @@ Sampling settings map one to one onto ``OmniVoiceGenerationConfig`` fields of om
 - ``posts``: the broadcast posts' values (10 steps, t_shift 0.9, layer penalty 0.05). Measured against the package
   docstrings they work against the posts' own stated intent (a larger t_shift means *less* low-SNR emphasis, and
   0.05 barely orders the codebook layers), so they are offered as a named choice, never as the default.
+
+Voice design: ``instruct`` is upstream's voice-design text (comma-separated items: gender, age, pitch, whisper,
+accent), checked with upstream's own validator before anything runs; a cadence preset adds the items the posts map
+it onto (``breaking_urgent`` -> "young adult, moderate pitch", ...). With a voice prompt, OmniVoice clones the voice
+and takes the items as style; without one it designs a voice from them.
 """
 from __future__ import annotations
 
@@ -29,6 +34,34 @@ PRESETS = {
     "upstream": {"num_step": 32, "guidance_scale": 2.0, "t_shift": 0.1, "layer_penalty_factor": 5.0},
     "posts": {"num_step": 10, "guidance_scale": 2.0, "t_shift": 0.9, "layer_penalty_factor": 0.05},
 }
+# The posts' cadence presets, as the instruct items they map them onto.
+CADENCES = {"none": "", "breaking_urgent": "young adult, moderate pitch", "commercial_hook": "young adult, high pitch",
+            "narrative_slow": "middle-aged, low pitch", "casual_banter": "young adult"}
+
+
+def resolve_instruct(instruct: str = "", cadence: str = "none") -> Optional[str]:
+    """The cadence preset's items followed by the user's, validated by upstream; None when there are none."""
+    if cadence not in CADENCES:
+        raise InputError("cadence", f"one of {', '.join(CADENCES)}", repr(cadence))
+    items = [i.strip() for part in (CADENCES[cadence], instruct or "") for i in part.split(",") if i.strip()]
+    seen = []
+    for item in items:  # the same item from the preset and the user counts once
+        if item.lower() not in (s.lower() for s in seen):
+            seen.append(item)
+    if not seen:
+        return None
+    text = ", ".join(seen)
+    try:
+        from omnivoice.models.omnivoice import _resolve_instruct  # upstream's validator (private in 0.2.1)
+    except ImportError:
+        return text  # generate() validates it again
+    try:
+        return _resolve_instruct(text)
+    except ValueError as exc:
+        raise InputError("instruct", "voice-design items OmniVoice knows (gender: male, female; age: child, "
+                         "teenager, young adult, middle-aged, elderly; pitch: very low ... very high pitch; "
+                         "whisper; an accent such as british accent), one of each kind",
+                         repr(text), str(exc).split("\n\n")[0].replace("\n", " ")) from exc
 
 
 @dataclass(frozen=True)
@@ -43,6 +76,8 @@ class SpeakSettings:
     seed: int = 0
     denoise: bool = True
     trim_silence: bool = True
+    instruct: str = ""      # voice-design items (validated by `resolve_instruct`)
+    cadence: str = "none"   # a key of CADENCES
 
     @classmethod
     def from_preset(cls, name: str, **overrides) -> "SpeakSettings":
@@ -89,29 +124,58 @@ class SpeakResult:
 
 def speak(loaded, prepared: PreparedText, prompt, settings: SpeakSettings = SpeakSettings(),
           progress=None) -> SpeakResult:
-    """Generate every clause (in `prepared.sub_batches`), check each clip, join them in order."""
-    progress = ensure(progress)
-    if settings.num_step < 1:
-        raise InputError("steps", "at least 1 decoding step", str(settings.num_step))
-    if not 0.25 <= settings.speed <= 4.0:
-        raise InputError("speed", "a speed factor between 0.25 and 4", str(settings.speed))
-    kwargs = settings.generation_kwargs()
-    upstream_prompt = prompt.to_upstream() if prompt is not None else None
-    clips: list[Optional[np.ndarray]] = [None] * len(prepared.clauses)
+    """Generate every clause (in `prepared.sub_batches`), check each clip, join them in order.
+
+    `prompt` None is voice design (from ``settings.instruct``/``cadence``) or, with neither, OmniVoice's own voice.
+    """
     t0 = time.perf_counter()
-    progress.reset(len(prepared.sub_batches))
-    for b, batch in enumerate(prepared.sub_batches):
-        texts = [prepared.clauses[i] for i in batch]
-        with seeded(settings.seed + b, loaded.device):
-            out = loaded.model.generate(text=texts, language=prepared.language, voice_clone_prompt=upstream_prompt,
-                                        speed=None if settings.speed == 1.0 else float(settings.speed), **kwargs)
-        for i, clip in zip(batch, out):
-            clips[i] = _check_clip(np.asarray(clip, dtype=np.float32).reshape(-1), prepared.clauses[i], loaded)
-        progress.step()
+    clips = generate_clips(loaded, prepared.clauses, [prompt] * len(prepared.clauses), prepared.language,
+                           prepared.sub_batches, settings, progress)
     wall = time.perf_counter() - t0
     samples = join_clauses(clips, prepared.joins, loaded.sample_rate)
     return SpeakResult(samples=samples, sample_rate=loaded.sample_rate,
                        clause_seconds=[c.size / loaded.sample_rate for c in clips], wall_seconds=wall)
+
+
+def check_settings(settings: SpeakSettings) -> None:
+    if settings.num_step < 1:
+        raise InputError("steps", "at least 1 decoding step", str(settings.num_step))
+    if not 0.25 <= settings.speed <= 4.0:
+        raise InputError("speed", "a speed factor between 0.25 and 4", str(settings.speed))
+
+
+def generate_clips(loaded, clauses, prompts, language: str, batches, settings: SpeakSettings,
+                   progress=None) -> list:
+    """One checked float32 clip per clause; ``prompts[i]`` is clause i's voice (None: designed or auto voice).
+
+    Each batch in `batches` (clause indices) is one ``generate`` call seeded with ``seed + batch number``, so the
+    same settings give the same audio; clauses of different voices may share a batch (upstream takes one prompt per
+    item).
+    """
+    progress = ensure(progress)
+    check_settings(settings)
+    kwargs = settings.generation_kwargs()
+    instruct = resolve_instruct(settings.instruct, settings.cadence)
+    upstream = {id(p): p.to_upstream() for p in prompts if p is not None}
+    clips: list[Optional[np.ndarray]] = [None] * len(clauses)
+    progress.reset(len(batches))
+    for b, batch in enumerate(batches):
+        texts = [clauses[i] for i in batch]
+        voices = [upstream.get(id(prompts[i])) if prompts[i] is not None else None for i in batch]
+        if all(v is None for v in voices):
+            voice_arg = None
+        elif any(v is None for v in voices):
+            raise ValueError("a batch mixes cloned and designed voices")  # callers batch them apart
+        else:
+            voice_arg = voices if len({id(v) for v in voices}) > 1 else voices[0]
+        with seeded(settings.seed + b, loaded.device):
+            out = loaded.model.generate(text=texts, language=language, voice_clone_prompt=voice_arg,
+                                        instruct=instruct,
+                                        speed=None if settings.speed == 1.0 else float(settings.speed), **kwargs)
+        for i, clip in zip(batch, out):
+            clips[i] = _check_clip(np.asarray(clip, dtype=np.float32).reshape(-1), clauses[i], loaded)
+        progress.step()
+    return clips
 
 
 def _check_clip(clip: np.ndarray, clause: str, loaded) -> np.ndarray:

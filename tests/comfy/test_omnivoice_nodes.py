@@ -185,3 +185,86 @@ def test_text_prepare_normalises_figures_before_splitting(comfy):
     graph["1"]["inputs"]["glossary"] = "BCRA el Banco Central"
     error = comfy.run_error(graph)
     assert error["node_type"] == "BroadcastTextPrepare" and "glossary" in error["exception_message"]
+
+
+def _voice_graph(reference, text, save_as):
+    return {"1": {"class_type": "BroadcastOmniVoiceLoader",
+                  "inputs": {"model_name": "omnivoice", "precision": "auto", "warmup": "none"}},
+            "2": {"class_type": "LoadAudio", "inputs": {"audio": reference}},
+            "3": {"class_type": "BroadcastVoicePrompt",
+                  "inputs": {"omnivoice_model": ["1", 0], "saved_voice": "(build from reference)",
+                             "reference_audio": ["2", 0], "reference_text": text, "whisper_model": "(none)",
+                             "reference_language": "", "trim_silence": True, "save_as": save_as}}}
+
+
+def test_voice_design_morph_and_dialogue(tiny):
+    import json
+
+    from tests.fixtures.speech import voiced_speech
+
+    sf.write(tiny.input_dir / "ov_correspondent.wav", voiced_speech(3.0, seed=3).astype(np.float32), 24000,
+             subtype="FLOAT")
+    graph = _voice_graph("ov_reference.wav", REF_TEXT, "dlg anchor")
+    graph.update({
+        "4": {"class_type": "LoadAudio", "inputs": {"audio": "ov_correspondent.wav"}},
+        "5": {"class_type": "BroadcastVoicePrompt",
+              "inputs": {**graph["3"]["inputs"], "reference_audio": ["4", 0],
+                         "reference_text": "And this is the correspondent.", "save_as": "dlg corr"}},
+        "6": {"class_type": "BroadcastVoiceMorph",
+              "inputs": {"omnivoice_model": ["1", 0], "voice_a": ["3", 0], "voice_b": ["5", 0], "weight": 0.7,
+                         "save_as": "dlg duo"}},
+        "7": {"class_type": "BroadcastOmniVoiceSpeak",
+              "inputs": {"omnivoice_model": ["1", 0], "voice_prompt": ["6", 0], "text": "The blended voice reads.",
+                         "language": "en", "preset": "custom", "steps": 4, "guidance": 2.0, "t_shift": 0.1,
+                         "layer_penalty": 5.0, "speed": 2.0, "seed": 1, "trim_silence": True,
+                         "cadence": "breaking_urgent", "instruct": ""}},
+        "8": {"class_type": "PreviewAudio", "inputs": {"audio": ["7", 0]}},
+        "9": {"class_type": "PreviewAny", "inputs": {"source": ["7", 1]}},
+    })
+    # Voice design: no voice prompt connected.
+    graph["10"] = {"class_type": "BroadcastOmniVoiceSpeak",
+                   "inputs": {k: v for k, v in graph["7"]["inputs"].items() if k != "voice_prompt"}}
+    graph["10"]["inputs"].update(instruct="female, low pitch", cadence="none", text="A designed voice reads.")
+    graph["11"] = {"class_type": "PreviewAudio", "inputs": {"audio": ["10", 0]}}
+    history = tiny.run(graph, timeout=600)
+    voices = tiny.models_dir / "omnivoice_voices"
+    assert all((voices / f"{n}.safetensors").is_file() for n in ("dlg anchor", "dlg corr", "dlg duo"))
+    assert "instruct 'young adult, moderate pitch'" in history["outputs"]["9"]["text"][0]
+    for node in ("8", "11"):
+        audio, rate = sf.read(_audio_file(tiny, history, node))
+        assert rate == 24000 and audio.size > 0 and np.isfinite(audio).all()
+
+    dialogue = {"1": graph["1"],
+                "2": {"class_type": "BroadcastOmniVoiceDialogue",
+                      "inputs": {"omnivoice_model": ["1", 0],
+                                 "script": "Anchor: Good evening and welcome to the news.\n"
+                                           "[correspondent] Thank you, the markets closed higher today.\n"
+                                           "Anchor: Thank you for that report.",
+                                 "speakers": "anchor = dlg anchor\ncorrespondent = dlg duo", "language": "en",
+                                 "preset": "posts", "speed": 2.0, "seed": 0, "cadence": "none",
+                                 "normalize": True, "voseo": False, "yeismo": False, "level_match": True,
+                                 "max_sub_batch": 4, "trim_silence": True}},
+                "3": {"class_type": "BroadcastAudioMaster",
+                      "inputs": {"audio": ["2", 0], "lowpass": True, "lowpass_hz": 9600.0, "deess": True,
+                                 "deess_threshold": 0.045, "deess_max_db": 7.0, "terminal_s": True,
+                                 "loudness": True, "target_lufs": -16.0, "limit": True, "ceiling_dbtp": -1.0}},
+                "4": {"class_type": "PreviewAny", "inputs": {"source": ["2", 1]}},
+                "5": {"class_type": "PreviewAny", "inputs": {"source": ["3", 2]}}}
+    history = tiny.run(dialogue, timeout=600)
+    turns = json.loads(history["outputs"]["4"]["text"][0])
+    assert [t["speaker"] for t in turns] == ["anchor", "correspondent", "anchor"]
+    report = json.loads(history["outputs"]["5"]["text"][0])
+    assert report["target_reached"] and report["output_true_peak_db"] <= -1.0
+
+    dialogue["2"]["inputs"]["speakers"] = "anchor = dlg anchor\ncorrespondent = nobody"
+    error = tiny.run_error(dialogue)
+    assert error["node_type"] == "BroadcastOmniVoiceDialogue" and "speakers" in error["exception_message"]
+    graph = {"1": graph["1"]}
+    graph["2"] = {"class_type": "BroadcastOmniVoiceSpeak",
+                  "inputs": {"omnivoice_model": ["1", 0], "text": "Hello there, everyone.", "language": "en",
+                             "preset": "upstream", "steps": 4, "guidance": 2.0, "t_shift": 0.1,
+                             "layer_penalty": 5.0, "speed": 1.0, "seed": 0, "trim_silence": True,
+                             "cadence": "breaking_urgent", "instruct": "elderly"}}
+    graph["3"] = {"class_type": "PreviewAudio", "inputs": {"audio": ["2", 0]}}
+    error = tiny.run_error(graph)
+    assert error["node_type"] == "BroadcastOmniVoiceSpeak" and "instruct" in error["exception_message"]
