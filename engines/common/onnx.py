@@ -7,6 +7,7 @@ networks it feeds.
 """
 from __future__ import annotations
 
+import logging
 import os
 from typing import Optional
 
@@ -14,14 +15,28 @@ import torch
 
 from .errors import InputError
 
+log = logging.getLogger("broadcast_avatar")
+_SAID: set = set()  # fallbacks already reported in this process: each is said once, never silently
+
+
+def say_once(key: str, message: str) -> None:
+    if key not in _SAID:
+        _SAID.add(key)
+        log.warning(message)
+
 
 def providers_for(device: Optional[torch.device]) -> list[str]:
     import onnxruntime as ort
 
     providers = ["CPUExecutionProvider"]
-    if device is not None and torch.device(device).type == "cuda" and \
-            "CUDAExecutionProvider" in ort.get_available_providers():
-        providers.insert(0, "CUDAExecutionProvider")
+    if device is not None and torch.device(device).type == "cuda":
+        if "CUDAExecutionProvider" in ort.get_available_providers():
+            providers.insert(0, "CUDAExecutionProvider")
+        else:
+            say_once("no-cuda-provider",
+                     f"Broadcast Avatar: ONNX models run on the CPU although ComfyUI computes on {device}: this "
+                     f"onnxruntime ({ort.__version__}) has no CUDA provider. Install onnxruntime-gpu (in place of "
+                     "onnxruntime) to run them on the GPU.")
     return providers
 
 
@@ -33,9 +48,18 @@ def onnx_session(path: os.PathLike | str, device: Optional[torch.device] = None,
 
     opts = ort.SessionOptions()
     opts.log_severity_level = 3
+    providers = providers_for(device)
     try:
-        return ort.InferenceSession(str(path), sess_options=opts, providers=providers_for(device))
+        session = ort.InferenceSession(str(path), sess_options=opts, providers=providers)
     except Exception as exc:  # onnxruntime's own errors are not user-facing text
         if input_name is None:
             raise
         raise InputError(input_name, expected, f"'{path}' ({type(exc).__name__}: {exc})") from None
+    if providers[0] == "CUDAExecutionProvider" and "CUDAExecutionProvider" not in session.get_providers():
+        # onnxruntime drops to the CPU by itself when the CUDA provider cannot start (CUDA or cuDNN libraries
+        # missing or of another version): say so rather than run many times slower without a word.
+        say_once("cuda-provider-failed",
+                 f"Broadcast Avatar: onnxruntime could not start its CUDA provider for {os.path.basename(path)} "
+                 "and runs ONNX models on the CPU (its CUDA/cuDNN libraries are missing or do not match this "
+                 "onnxruntime-gpu build; onnxruntime's log at ComfyUI's start says which).")
+    return session

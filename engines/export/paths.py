@@ -14,6 +14,13 @@ from pathlib import Path, PurePosixPath, PureWindowsPath
 from ..common.errors import InputError
 
 
+# Longest name between slashes: NAME_MAX (255 bytes) less "_00001.mp4" and the writer's ".<name>.<8 hex>.partial"
+# temporary name, with room to spare.
+MAX_PART_BYTES = 200
+MAX_DEPTH = 8
+WINDOWS_RESERVED = {"CON", "PRN", "AUX", "NUL", *(f"COM{i}" for i in range(1, 10)), *(f"LPT{i}" for i in range(1, 10))}
+
+
 @dataclass(frozen=True)
 class OutputName:
     """Where a new file goes: its full path, the sub-folder relative to the output folder, and the file name."""
@@ -42,7 +49,21 @@ def check_prefix(prefix: str) -> tuple[str, ...]:
         raise _refuse(prefix, "it climbs out with '..'")
     if not parts:
         raise InputError("filename_prefix", "a non-empty file name prefix", repr(prefix))
+    if len(parts) > MAX_DEPTH + 1:
+        raise InputError("filename_prefix", f"at most {MAX_DEPTH} sub-folders", f"{len(parts) - 1} in {_short(prefix)}")
+    for part in parts:
+        # Checked here, before the file system says "File name too long" (or creates half the folders).
+        if len(part.encode("utf-8")) > MAX_PART_BYTES:
+            raise InputError("filename_prefix", f"names of at most {MAX_PART_BYTES} bytes between the slashes "
+                             "(the file system allows 255, and the number and the extension are added)",
+                             f"{len(part.encode('utf-8'))} bytes in {_short(part)}")
+        if part.split(".")[0].upper() in WINDOWS_RESERVED or part.endswith((" ", ".")):
+            raise _refuse(prefix, f"{part!r} is not a valid file name on Windows")
     return parts
+
+
+def _short(text: str) -> str:
+    return repr(text if len(text) <= 60 else text[:40] + "..." + text[-12:])
 
 
 def next_output(output_dir: os.PathLike | str, prefix: str, extension: str = "mp4") -> OutputName:

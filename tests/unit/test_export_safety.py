@@ -186,6 +186,26 @@ def test_prefix_escaping_the_output_folder_is_refused(tmp_path, prefix):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["output"] and list(out.iterdir()) == []
 
 
+@pytest.mark.parametrize("prefix, says", [("broadcast/" + "a" * 300, "at most 200 bytes"),
+                                          ("ñ" * 101, "202 bytes"), ("a/" * 20 + "clip", "at most 8 sub-folders"),
+                                          ("news/CON", "not a valid file name on Windows"),
+                                          ("news/clip.", "not a valid file name on Windows")])
+def test_overlong_deep_or_reserved_prefix_is_refused_before_the_file_system(tmp_path, prefix, says):
+    """A clear error instead of the OS's "File name too long", and no folders made half-way."""
+    out = tmp_path / "output"
+    out.mkdir()
+    with pytest.raises(InputError, match=r"filename_prefix: expected") as info:
+        next_output(out, prefix)
+    assert says in str(info.value)
+    assert list(out.iterdir()) == []
+
+
+def test_longest_allowed_prefix_makes_a_file(tmp_path):
+    target = next_output(tmp_path, "news/" + "b" * 200)
+    target.path.write_bytes(b"")
+    (target.path.parent / f".{target.path.stem}.12345678.partial.mp4").write_bytes(b"")  # the writer's temp name
+
+
 def test_symlinked_subfolder_leading_outside_is_refused(tmp_path):
     out = tmp_path / "output"
     out.mkdir()
