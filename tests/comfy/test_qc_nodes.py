@@ -1,5 +1,6 @@
 """Broadcast QC through a real ComfyUI: export -> QC, the verdict in /history (the batch runner's contract), the
-sheet preview, a failing clip reported without blocking the export, frames + audio input, Whisper, bad input."""
+sheet preview, a failing clip reported without blocking the export, frames + audio input, Whisper, a VIDEO made from
+tensors, bad input, and the real batch runner reading the verdicts into its ledger."""
 import json
 
 import pytest
@@ -91,7 +92,16 @@ def test_frames_and_audio_input_with_whisper(comfy, clips):
     assert qc["broadcast_qc"][0]["failed"] == ["intelligibility"]
 
 
-def test_nothing_connected_and_bad_preset_are_named(comfy):
+def test_video_made_from_tensors_is_measured_as_frames(comfy, clips):
+    """Core's Create Video gives a VIDEO that is not a file: QC measures its frames + audio instead of re-encoding."""
+    graph = export_then_qc(clips["clean"])
+    graph["2"] = {"class_type": "CreateVideo", "inputs": {"images": ["1", 0], "fps": ["1", 2], "audio": ["1", 1]}}
+    report = comfy.run(graph)["outputs"]["3"]["broadcast_qc"][0]["report"]
+    assert report["source"]["kind"] == "frames" and report["checks"]["colour_tags"]["status"] == "skip"
+    assert report["verdict"] == "pass", report["failed"]
+
+
+def test_nothing_connected_is_named(comfy):
     error = comfy.run_error({"1": {"class_type": "BroadcastQC", "inputs": dict(QC)}})
     assert error["node_type"] == "BroadcastQC" and "video: expected a VIDEO" in error["exception_message"]
 
