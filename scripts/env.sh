@@ -92,6 +92,16 @@ _ba_build() (
     echo "$stamp_key" > "$BA_VENV/.ba-stamp"
   fi
 
+  # 3b. Ray Core for the batch runner's --ray mode, only with BA_WITH_RAY=1 (about 240 MB; CI does not install it:
+  #     its test is opt-in, docs/batch.md says why).
+  if [ "${BA_WITH_RAY:-0}" = 1 ]; then
+    ray_pin=$(grep -o '^ray==[^ ]*' "$BA_ROOT/scripts/env/ray.txt" | cut -d= -f3)
+    if [ "$("$BA_VENV/bin/python" -c 'import ray; print(ray.__version__)' 2>/dev/null)" != "$ray_pin" ]; then
+      _ba_log "installing Ray Core $ray_pin (scripts/env/ray.txt)"
+      _ba_pip "$BA_VENV/bin/python" install -q -c "$BA_ROOT/scripts/env/torch.txt" -r "$BA_ROOT/scripts/env/ray.txt"
+    fi
+  fi
+
   # 4. comfy-cli, the official headless client, isolated from the pack's dependencies.
   if [ ! -f "$BA_CLI_VENV/.ba-done" ]; then
     _ba_log "installing comfy-cli"
