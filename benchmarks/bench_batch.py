@@ -9,7 +9,8 @@ Printed side by side, one run:
 - cores used: the servers' CPU seconds (user + system, from /proc) divided by the batch's wall time.
 - overhead: the runner (prompt preparation, ledger appends with fsync, output copy with sha256, progress) against a
   loop that only POSTs each prompt (with its own prefix, so nothing is cached) and polls /history, same server,
-  alternating, best of `--repeats`.
+  alternating, best of `--repeats`: in wall time (noisy on a shared machine) and in the runner process's own CPU
+  time (what the runner itself costs, whatever else runs).
 Server start-up is outside every timing. Timings are never pass/fail.
 
     bash scripts/bench.sh batch [--jobs 8] [--repeats 2] [--seconds 4]
@@ -68,25 +69,30 @@ def write_batch(folder: Path, n: int, tag: str) -> Path:
     return batch
 
 
-def run_batch(servers, folder: Path, n: int, tag: str, clip: Path) -> tuple[float, float]:
-    """Wall seconds of the batch through the runner (servers by URL), and the servers' CPU seconds meanwhile."""
+def run_batch(servers, folder: Path, n: int, tag: str, clip: Path) -> tuple[float, float, float]:
+    """The batch through the runner (servers by URL): dispatch wall seconds, the servers' CPU seconds meanwhile,
+    and the once-per-batch setup (every server's /object_info, the checks, the ledger's job records)."""
     jobs = read_batch(write_batch(folder, n, tag), inputs=(clip,))
     runner = BatchRunner(jobs, [UrlServer(s.url) for s in servers], Ledger(folder / f"{tag}.ledger.jsonl"),
                          folder / f"{tag}.out", inputs=(clip,))
     runner.progress = Quiet(runner)
     runner.start_servers()  # reaches them and uploads the clip: outside the timing
-    cpu0 = sum(cpu_seconds(s.proc.pid) for s in servers)
     t0 = time.perf_counter()
     runner.validate()
     runner.plan()
+    setup = time.perf_counter() - t0
+    cpu0 = sum(cpu_seconds(s.proc.pid) for s in servers)
+    own0 = time.process_time()
+    t0 = time.perf_counter()
     runner.progress.begin()
     runner.go.set()
     for t in runner.threads:
         t.join()
     wall = time.perf_counter() - t0
+    run_batch.own_cpu = time.process_time() - own0  # the runner's own CPU seconds while dispatching
     runner.queue.stop()
     assert all(r.state == "done" for r in runner.runs), [(r.job.name, r.state, r.error) for r in runner.runs]
-    return wall, sum(cpu_seconds(s.proc.pid) for s in servers) - cpu0
+    return wall, sum(cpu_seconds(s.proc.pid) for s in servers) - cpu0, setup
 
 
 def bare_loop(server: ComfyServer, folder: Path, n: int, tag: str) -> float:
@@ -94,9 +100,11 @@ def bare_loop(server: ComfyServer, folder: Path, n: int, tag: str) -> float:
     jobs = read_batch(write_batch(folder, n, tag))
     info = server.object_info()
     prompts = [unique_prefixes(prepare_prompt(j.workflow, j.overrides, info), f"{j.key}-{tag}") for j in jobs]
+    own0 = time.process_time()
     t0 = time.perf_counter()
     for prompt in prompts:
         server.finish(server.queue(prompt), 600)
+    bare_loop.own_cpu = time.process_time() - own0
     return time.perf_counter() - t0
 
 
@@ -128,7 +136,7 @@ def main() -> None:
                 best = {1: None, 2: None}
                 for r in range(args.repeats):
                     for count, servers in ((1, [a]), (2, [a, b])):
-                        wall, cpu = run_batch(servers, tmp / f"{mode}-{count}-{r}", args.jobs, f"{mode}{count}r{r}",
+                        wall, cpu, _ = run_batch(servers, tmp / f"{mode}-{count}-{r}", args.jobs, f"{mode}{count}r{r}",
                                               clip)
                         if best[count] is None or wall < best[count][0]:
                             best[count] = (wall, cpu)
@@ -148,14 +156,23 @@ def main() -> None:
 
 
 def overhead(server: ComfyServer, tmp: Path, args, clip: Path) -> None:
-    bare, runner = [], []
+    bare, runner, setup, bare_cpu, runner_cpu = [], [], [], [], []
     for r in range(args.repeats):
         bare.append(bare_loop(server, tmp / f"bare-{r}", args.jobs, f"bare{r}"))
-        runner.append(run_batch([server], tmp / f"run-{r}", args.jobs, f"run{r}", clip)[0])
+        bare_cpu.append(bare_loop.own_cpu)
+        wall, _, once = run_batch([server], tmp / f"run-{r}", args.jobs, f"run{r}", clip)
+        runner.append(wall)
+        runner_cpu.append(run_batch.own_cpu)
+        setup.append(once)
     b, w = min(bare), min(runner)
     per_job = (w - b) / args.jobs
     print(f"overhead: bare POST /prompt loop {b / args.jobs:.3f} s/job, runner + ledger {w / args.jobs:.3f} s/job: "
-          f"{per_job * 1000:+.0f} ms per job ({100 * per_job / (b / args.jobs):+.1f} % of a job)")
+          f"{per_job * 1000:+.0f} ms per job ({100 * per_job / (b / args.jobs):+.1f} % of a job); once per batch "
+          f"{min(setup):.2f} s (/object_info of every server, the checks, job records)")
+    extra_cpu = (min(runner_cpu) - min(bare_cpu)) / args.jobs
+    print(f"overhead in CPU time (not disturbed by the machine's other load): the runner's process "
+          f"{min(runner_cpu) / args.jobs * 1000:.0f} ms/job, the bare loop's {min(bare_cpu) / args.jobs * 1000:.0f} ms/job: "
+          f"{extra_cpu * 1000:+.0f} ms per job = {100 * extra_cpu / (b / args.jobs):+.1f} % of a job's wall time")
 
 
 if __name__ == "__main__":

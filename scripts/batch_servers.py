@@ -167,8 +167,9 @@ class UrlServer(_Backend):
         """How to build this server again elsewhere (in a Ray actor)."""
         return "url", {"url": self.url, "rejoin_timeout": self.rejoin_timeout}
 
-    def start(self, timeout: Optional[float] = None) -> dict:
-        deadline = time.monotonic() + (self.rejoin_timeout if timeout is None else timeout)
+    def start(self, timeout: float = 15) -> dict:
+        """At the start of a batch a server that does not answer within `timeout` is an error (exit 4)."""
+        deadline = time.monotonic() + timeout
         while not self.client.alive():
             if time.monotonic() > deadline:
                 raise ServerDown(f"no ComfyUI answers at {self.url}")

@@ -232,7 +232,10 @@ class BatchRunner:
 
     def validate(self) -> None:
         """Convert and check every job on every server; refuse the batch when a server lacks models."""
-        infos = {slot.name: slot.server.object_info() for slot in self.slots}
+        try:
+            infos = {slot.name: slot.server.object_info() for slot in self.slots}
+        except ServerDown as exc:
+            raise Refused(f"a server went away before the batch started: {exc}", EXIT_SERVER) from None
         first = infos[self.slots[0].name]
         missing, differ = [], []
         for run in self.runs:
@@ -321,11 +324,10 @@ class BatchRunner:
             slot.restarts += 1
             slot.status = "restarting" if slot.server.can_restart else "waiting to come back"
             try:
-                info = slot.server.heal(self.queue.finished)
+                self._joined(slot, slot.server.heal(self.queue.finished), "rejoined")
             except ServerDown as exc:
                 self.progress.event(f"{slot.name}: {exc}")
                 continue
-            self._joined(slot, info, "rejoined")
             return True
         slot.status = "stopped"
         return False

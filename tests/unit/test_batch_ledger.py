@@ -279,11 +279,15 @@ def test_resume_skips_done_reruns_corrupt_and_qc_fail_is_exit_5(tmp_path, workfl
     assert _runner(tmp_path, workflow, [1, 3], [a]).run() == EXIT_OK
 
 
-def test_missing_models_refuse_the_batch_before_anything_is_queued(tmp_path, workflow):
-    lacking = {"TestSave": {"input": {"required": {**OBJECT_INFO["TestSave"]["input"]["required"],
-                                                   "model": [["other.safetensors"], {}]}}}}
-    a = InProcessServer("a", tmp_path / "a")
-    b = InProcessServer("b", tmp_path / "b", info=lacking)
+def test_missing_models_refuse_the_batch_before_anything_is_queued(tmp_path):
+    workflow = tmp_path / "ckpt.api.json"
+    workflow.write_text(json.dumps({**SAVE, "2": {"class_type": "CheckpointLoaderSimple",
+                                                  "inputs": {"ckpt_name": "anchor.safetensors"}}}))
+
+    def info(checkpoints):
+        return {**OBJECT_INFO, "CheckpointLoaderSimple": {"input": {"required": {"ckpt_name": [checkpoints, {}]}}}}
+    a = InProcessServer("a", tmp_path / "a", info=info(["anchor.safetensors"]))
+    b = InProcessServer("b", tmp_path / "b", info=info(["other.safetensors"]))
     runner = _runner(tmp_path, workflow, [1, 2], [a, b])
     with pytest.raises(Refused) as err:
         try:
@@ -292,5 +296,19 @@ def test_missing_models_refuse_the_batch_before_anything_is_queued(tmp_path, wor
         finally:
             runner.queue.stop()
     assert err.value.code == EXIT_MODELS
-    assert "b: j1: node 1 (TestSave) input model: 'tiny.safetensors' is not one of" in str(err.value)
+    assert ("b: j1: node 2 (CheckpointLoaderSimple) input ckpt_name: model 'anchor.safetensors' is not in "
+            "models/checkpoints") in str(err.value)
     assert not a.prompts and not b.prompts
+
+
+def test_a_job_with_its_own_problem_is_invalid_and_the_others_run(tmp_path, workflow):
+    a = InProcessServer("a", tmp_path / "a")
+    batch = tmp_path / "b.jsonl"
+    batch.write_text(json.dumps({"name": "ok", "workflow": str(workflow)}) + "\n"
+                     + json.dumps({"name": "bad", "workflow": str(workflow), "Save.nope": 1}) + "\n")
+    a.folder.mkdir()
+    runner = BatchRunner(read_batch(batch), [a], Ledger(tmp_path / "l.jsonl"), tmp_path / "out")
+    assert runner.run() == EXIT_FAILED
+    state = {r.job.name: (r.state, r.error) for r in runner.runs}
+    assert state["ok"] == ("done", "")
+    assert state["bad"][0] == "invalid" and "has no input 'nope'" in state["bad"][1]
