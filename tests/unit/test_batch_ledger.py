@@ -312,3 +312,25 @@ def test_a_job_with_its_own_problem_is_invalid_and_the_others_run(tmp_path, work
     state = {r.job.name: (r.state, r.error) for r in runner.runs}
     assert state["ok"] == ("done", "")
     assert state["bad"][0] == "invalid" and "has no input 'nope'" in state["bad"][1]
+
+
+def test_every_shipped_api_workflow_reads_as_a_job(tmp_path):
+    """Each shipped API twin makes a job; those with a saving node get per-attempt prefixes, the others (previews
+    only) are refused with the reason, never run with a result the cache could swallow."""
+    from tests.workflow_cases import REPO_ROOT
+
+    twins = sorted((REPO_ROOT / "workflows" / "api").glob("*.api.json"))
+    batch = tmp_path / "all.jsonl"
+    batch.write_text("".join(json.dumps({"name": p.name.split(".")[0], "workflow": str(p)}) + "\n" for p in twins))
+    jobs = read_batch(batch)
+    batchable = []
+    for job in jobs:
+        try:
+            tagged = unique_prefixes(job.workflow, "k-a1-t")
+        except WorkflowError as exc:
+            assert "no node with a filename_prefix" in str(exc)
+            continue
+        batchable.append(job.name)
+        prefixes = [n["inputs"]["filename_prefix"] for n in tagged.values() if "filename_prefix" in n["inputs"]]
+        assert prefixes and all(p.endswith("_k-a1-t") for p in prefixes)
+    assert {"demo_export", "musetalk_lipsync", "ditto_talking_head", "wardrobe_vace"} <= set(batchable)
