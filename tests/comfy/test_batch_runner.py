@@ -218,35 +218,3 @@ def test_stopped_runner_resumes_skipping_done_and_adopting_in_flight(tmp_path, c
     assert third.returncode == 0 and "already done" in out, out
     assert executions(s.log_path for s in url_servers) == 8
 
-
-def test_broadcast_qc_verdicts_are_recorded_and_a_fail_exits_5(tmp_path, comfy):
-    """End to end with the Broadcast QC node (issue 18's side of the contract), on the session's server."""
-    from engines.qc import THRESHOLDS
-    from tests.fixtures.qc_clips import talking_clip
-
-    clean, low = talking_clip(tmp_path / "qc_clean.mp4", seconds=3.0), \
-        talking_clip(tmp_path / "qc_low.mp4", seconds=3.0, fault="low_1lu")
-    export = json.loads(WORKFLOW.read_text())["2"]["inputs"]
-    workflow = tmp_path / "export_qc.api.json"
-    workflow.write_text(json.dumps({
-        "1": {"class_type": "BroadcastLoadVideo", "_meta": {"title": "Load"},
-              "inputs": {"video": clean.name, "frame_cap": 0, "skip_first_frames": 0, "target_fps": 0.0}},
-        "2": {"class_type": "BroadcastExportVideo", "inputs": {**export, "preset": "veryfast"}},
-        "3": {"class_type": "BroadcastQC", "inputs": {
-            "video": ["2", 0], "fps": 25.0, "expected_text": "", "whisper_model": "(none)", "language": "",
-            "loudness_preset": "streaming -14 LUFS", "channel_layout": "mono_or_stereo",
-            **{t.name: t.default for t in THRESHOLDS}}}}))
-    batch = tmp_path / "qc.jsonl"
-    batch.write_text(json.dumps({"name": "clean", "workflow": str(workflow)}) + "\n"
-                     + json.dumps({"name": "low", "workflow": str(workflow), "Load.video": low.name}) + "\n")
-    proc = subprocess.Popen([os.environ.get("BA_PYTHON") or sys.executable, str(RUNNER), str(batch), "--url",
-                             comfy.url, "--input", str(clean), "--input", str(low), "--no-progress"],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    out = finish(proc, 400)
-    assert proc.returncode == 5, out  # every job finished, one QC verdict is "fail"
-    done = {h.records[0]["name"]: h.done_record() for h in Ledger(tmp_path / "qc.out" / "ledger.jsonl").jobs().values()}
-    assert [v["verdict"] for v in done["clean"]["qc"]] == ["pass"]
-    (verdict,) = done["low"]["qc"]
-    assert verdict["verdict"] == "fail" and verdict["failed"] == ["integrated_loudness"] and verdict["node"] == "3"
-    assert "integrated_loudness" in json.dumps(verdict["report"])
-    assert "QC failed on 1" in out
