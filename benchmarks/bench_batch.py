@@ -171,7 +171,8 @@ def overhead(server: ComfyServer, tmp: Path, args, clip: Path) -> None:
           f"{min(setup):.2f} s (/object_info of every server, the checks, job records)")
     extra_cpu = (min(runner_cpu) - min(bare_cpu)) / args.jobs
     print(f"overhead in CPU time (not disturbed by the machine's other load): the runner's process "
-          f"{min(runner_cpu) / args.jobs * 1000:.0f} ms/job, the bare loop's {min(bare_cpu) / args.jobs * 1000:.0f} ms/job: "
+          f"{min(runner_cpu) / args.jobs * 1000:.0f} ms/job, "
+          f"the bare loop's {min(bare_cpu) / args.jobs * 1000:.0f} ms/job: "
           f"{extra_cpu * 1000:+.0f} ms per job = {100 * extra_cpu / (b / args.jobs):+.1f} % of a job's wall time")
 
 

@@ -4,7 +4,8 @@ prompt's history says (output files, `broadcast_qc` verdicts).
 A batch line names a workflow and its overrides, with the same override syntax as `run_workflow.py --set`
 (``"<node id or title>.<input>": value``):
 
-    {"name": "evening-01", "workflow": "workflows/api/demo_export.api.json", "set": {"Broadcast Export Video.quality": 23}}
+    {"name": "evening-01", "workflow": "workflows/api/demo_export.api.json",
+     "set": {"Broadcast Export Video.quality": 23}}                          # (one line in the file)
     {"name": "evening-02", "Broadcast Export Video.quality": 25}            # top-level keys with a dot are overrides
 
 CSV: a header row with `name`, `workflow` and one column per override (``node.input``); an empty cell leaves that

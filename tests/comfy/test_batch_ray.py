@@ -1,7 +1,8 @@
 """scripts/run_batch.py --ray: one ComfyUI per Ray actor on a local cluster pinned to 127.0.0.1.
 
-A ComfyUI is SIGKILLed mid-job, then (while it restarts) the other actor is SIGKILLed mid-job: 0 jobs lost, 0 run twice (counted in the servers'
-logs and output folders), both servers rejoin, and no process of the run (ComfyUIs, actors, Ray's own) outlives it.
+A ComfyUI is SIGKILLed mid-job, then (while it restarts) the other actor is SIGKILLed mid-job: 0 jobs lost, 0 run
+twice (counted in the servers' logs and output folders), both servers rejoin, and no process of the run (ComfyUIs,
+actors, Ray's own) outlives it.
 The runner runs under `strace -f -e connect`, and every address it or Ray contacted is checked.
 
 Opt-in (BA_TEST_RAY=1, with `pip install -r scripts/env/ray.txt`): Ray 2.60 cannot be kept on loopback alone.
