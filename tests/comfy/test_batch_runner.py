@@ -6,7 +6,7 @@
 - The runner itself is SIGKILLed mid-batch with prompts in flight on two servers reached by URL; the next run skips
   what finished, adopts the in-flight prompts from the servers' /history and queue, and runs the rest; a third run
   starts nothing.
-- No process the runner started outlives it (checked by PID).
+- No process the runner started outlives it (checked by PID), even when the runner is SIGKILLed.
 Each test stops by itself (bounded waits); only 127.0.0.1 is used.
 """
 from __future__ import annotations
@@ -218,3 +218,16 @@ def test_stopped_runner_resumes_skipping_done_and_adopting_in_flight(tmp_path, c
     assert third.returncode == 0 and "already done" in out, out
     assert executions(s.log_path for s in url_servers) == 8
 
+
+
+def test_a_sigkilled_runner_takes_the_servers_it_started_with_it(tmp_path, clip):
+    """PR_SET_PDEATHSIG: even with no chance to clean up, no ComfyUI the runner started outlives it."""
+    batch = write_batch(tmp_path, 2)
+    proc = start_runner(batch, clip, "--servers", "1", "--work-dir", str(tmp_path / "work"),
+                        "--models-dir", str(tmp_path / "models"))
+    ledger = Ledger(tmp_path / "evening.out" / "ledger.jsonl")
+    server = wait_for(lambda: next(iter(ledger.servers()), None), 300, proc, "the server started")
+    assert pid_alive(server["pid"])
+    proc.kill()
+    proc.wait(30)
+    wait_for(lambda: not pid_alive(server["pid"]), 20, message="the server to die with the runner")
