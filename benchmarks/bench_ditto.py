@@ -30,11 +30,11 @@ sys.path.insert(0, str(REPO))
 
 from engines.common.audio import to_mono  # noqa: E402
 from engines.common.cache import ContentCache  # noqa: E402
-from engines.ditto import avatar as av  # noqa: E402
-from engines.ditto import keypoints as kps  # noqa: E402
-from engines.ditto import motion as mo  # noqa: E402
-from engines.ditto import putback as pb  # noqa: E402
-from engines.ditto import render as rd  # noqa: E402
+from engines.ditto import avatar as ditto_avatar  # noqa: E402
+from engines.ditto import keypoints  # noqa: E402
+from engines.ditto import motion as ditto_motion  # noqa: E402
+from engines.ditto import putback  # noqa: E402
+from engines.ditto import render as ditto_render  # noqa: E402
 from engines.ditto.pipeline import DittoPipeline  # noqa: E402
 from tests.fixtures.tiny_ditto import build_tiny_ditto, portrait, speech  # noqa: E402
 
@@ -51,7 +51,7 @@ def best(fn, repeats: int) -> float:
 def opencv_putback(frames, crops, m_c2o):
     import cv2
 
-    mask = pb.feather_mask(512)
+    mask = putback.feather_mask(512)
     out = []
     for f, c, m in zip(frames, crops, m_c2o):
         h, w = f.shape[:2]
@@ -77,7 +77,7 @@ def main() -> None:
         pipe = DittoPipeline(build_tiny_ditto(Path(tmp) / "tiny"))
         cache = ContentCache(Path(tmp) / "cache")
         loop = portrait(height=320, width=256, n_frames=8)
-        avatar, _ = pipe.prepare_avatar(loop, av.AvatarSettings(), cache)
+        avatar, _ = pipe.prepare_avatar(loop, ditto_avatar.AvatarSettings(), cache)
         wav, _ = to_mono(speech(seconds), 16000)
         feats = pipe.audio_features(wav, None)
         n = len(feats)
@@ -85,17 +85,17 @@ def main() -> None:
               f"{avatar.num_frames} frames {avatar.size[0]}x{avatar.size[1]}")
 
         # 1. motion steps
-        drive = kps.DriveSettings()
-        t = {s: best(lambda s=s: pipe.motion(avatar, feats, mo.MotionSettings(steps=s, overlap=5), drive), repeats)
+        drive = keypoints.DriveSettings()
+        t = {s: best(lambda s=s: pipe.motion(avatar, feats, ditto_motion.MotionSettings(steps=s, overlap=5), drive), repeats)
              for s in (50, 10, 4)}
         print(f"motion  50 steps {t[50]:.3f} s | 10 steps {t[10]:.3f} s ({t[50] / t[10]:.2f}x) | "
               f"4 steps {t[4]:.3f} s ({t[50] / t[4]:.2f}x)")
 
         # 2. cadence stride
-        motion = pipe.motion(avatar, feats, mo.MotionSettings(steps=4, overlap=5), drive)
+        motion = pipe.motion(avatar, feats, ditto_motion.MotionSettings(steps=4, overlap=5), drive)
 
         def render(stride):
-            for _ in pipe.render(avatar, motion, rd.RenderSettings(batch_size=8, stride=stride,
+            for _ in pipe.render(avatar, motion, ditto_render.RenderSettings(batch_size=8, stride=stride,
                                                                    silence_bypass=False)):
                 pass
         r = {s: best(lambda s=s: render(s), repeats) for s in (1, 2, 3)}
@@ -103,8 +103,8 @@ def main() -> None:
               f"stride 3 {r[3]:.3f} s ({r[1] / r[3]:.2f}x)")
 
         # 3. packet load vs registration
-        reg = best(lambda: pipe.prepare_avatar(loop, av.AvatarSettings(), None), repeats)
-        load = best(lambda: pipe.prepare_avatar(loop, av.AvatarSettings(), cache), max(repeats, 3))
+        reg = best(lambda: pipe.prepare_avatar(loop, ditto_avatar.AvatarSettings(), None), repeats)
+        load = best(lambda: pipe.prepare_avatar(loop, ditto_avatar.AvatarSettings(), cache), max(repeats, 3))
         print(f"avatar  register {reg:.3f} s | packet load {load * 1000:.1f} ms ({reg / load:.1f}x)")
 
         # 4. putback at 1080x1920
@@ -117,7 +117,7 @@ def main() -> None:
         ft = torch.from_numpy(frames)
         ct = torch.from_numpy(crops).permute(0, 3, 1, 2).float() / 255
         out = torch.empty((b, 1920, 1080, 3), dtype=torch.float32)
-        ours = best(lambda: pb.putback(ft, ct, m_o2c, m_c2o, out=out), max(repeats, 3))
+        ours = best(lambda: putback.putback(ft, ct, m_o2c, m_c2o, out=out), max(repeats, 3))
         cv = best(lambda: opencv_putback(frames, crops, m_c2o), max(repeats, 3))
         print(f"putback batch of {b} at 1080x1920: per-frame OpenCV {cv * 1000 / b:.1f} ms/frame | batched "
               f"grid_sample {ours * 1000 / b:.1f} ms/frame ({cv / ours:.2f}x)")

@@ -124,7 +124,7 @@ def main() -> None:
     first = next(rd.render(networks, avatar, src, kp, None, settings, device, dtype))
     sync(device)
     print(f"time to first frame ({args.steps} steps, batch {args.batch}): {time.perf_counter() - t:.2f} s "
-          f"(first chunk {tuple(first[1].shape)})")
+          f"(first chunk {tuple(first.shape)})")
     if device.type == "cuda":
         print(f"peak GPU memory: {torch.cuda.max_memory_allocated(device) / 2 ** 30:.2f} GiB")
 

@@ -30,7 +30,7 @@ sys.path.insert(0, str(REPO))
 
 from engines.musetalk.avatar import Avatar  # noqa: E402
 from engines.musetalk.blend import MouthPaster, mouth_mask  # noqa: E402
-from engines.musetalk.lipsync import LipSyncSettings, lipsync  # noqa: E402
+from engines.musetalk.lipsync import LipSyncSettings, lipsync_chunks  # noqa: E402
 from engines.musetalk.loader import MuseTalkNets  # noqa: E402
 
 UNET = dict(act_fn="silu", attention_head_dim=8, block_out_channels=[320, 640, 1280, 1280], cross_attention_dim=384,
@@ -124,25 +124,21 @@ def components(nets, avatar, device, dtype, batch: int) -> str:
 
 
 def end_to_end(nets, avatar, audio, device, batch: int, stride: int) -> str:
-    first = []
-    count = [0]
-    start = [0.0]
-
-    def sink(chunk):
-        if not first:
-            sync(device)
-            first.append(time.perf_counter() - start[0])
-        count[0] += chunk.shape[0]
-
     settings = LipSyncSettings(batch_size=batch, stride=stride)
-    lipsync(nets, avatar, audio, settings, device=device, sink=lambda c: None)      # warm-up (allocator, kernels)
+    for _ in lipsync_chunks(nets, avatar, audio, settings, device=device):      # warm-up (allocator, kernels)
+        pass
     sync(device)
-    start[0] = time.perf_counter()
-    lipsync(nets, avatar, audio, settings, device=device, sink=sink)
+    first, count = None, 0
+    start = time.perf_counter()
+    for chunk in lipsync_chunks(nets, avatar, audio, settings, device=device):
+        if first is None:
+            sync(device)
+            first = time.perf_counter() - start
+        count += chunk.shape[0]
     sync(device)
-    total = time.perf_counter() - start[0]
-    return (f"batch {batch:>2} stride {stride}: {count[0]} frames in {total:6.2f} s = {count[0] / total:7.1f} fps, "
-            f"time to first frame {first[0] * 1000:7.1f} ms")
+    total = time.perf_counter() - start
+    return (f"batch {batch:>2} stride {stride}: {count} frames in {total:6.2f} s = {count / total:7.1f} fps, "
+            f"time to first frame {first * 1000:7.1f} ms")
 
 
 def main() -> None:

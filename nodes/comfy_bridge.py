@@ -14,18 +14,25 @@ from ..engines.common.cache import ContentCache
 from ..engines.common.errors import InputError, ModelFilesMissing
 from ..engines.common.progress import Progress
 
-PACK = "Broadcast"
-CATEGORY = "Broadcast"
+# The pack's one category root: every node's category is `category(<family>)`, "Broadcast/<family>".
+CATEGORY_ROOT = "Broadcast"
 
 # Model families and their folders under ComfyUI's models directory (registered at load time in __init__.py).
 MODEL_FOLDERS = ("omnivoice", "musetalk", "ditto", "sam3")
+WHISPER_FOLDER = "whisper"                # Hugging Face Whisper folders (reference transcription for the TTS nodes)
+VOICES_FOLDER = "omnivoice_voices"        # voice prompts saved by Broadcast Voice Prompt
 CACHE_FOLDER = "broadcast_cache"          # content-hash cache: mask sequences, prompts, avatars, packets
 TRT_FOLDER = "broadcast_tensorrt"         # built TensorRT engines (keyed by GPU, versions and shapes)
 
 
+def category(family: str) -> str:
+    """The node-library category of a family's nodes (each nodes module keeps it as CATEGORY)."""
+    return f"{CATEGORY_ROOT}/{family}"
+
+
 def register_folders() -> None:
-    """Register the pack's model and cache folders with ComfyUI (idempotent)."""
-    for name in MODEL_FOLDERS + (CACHE_FOLDER, TRT_FOLDER):
+    """Register every folder of the pack with ComfyUI (idempotent): the one place folders are registered."""
+    for name in MODEL_FOLDERS + (WHISPER_FOLDER, VOICES_FOLDER, CACHE_FOLDER, TRT_FOLDER):
         if name not in folder_paths.folder_names_and_paths:
             folder_paths.add_model_folder_path(name, os.path.join(folder_paths.models_dir, name), is_default=True)
 
@@ -121,20 +128,24 @@ def _holder_class():
 class ManagedModel:
     """A loaded model behind a ComfyUI ModelPatcher, so core's model management places, offloads and unloads it.
 
-    Every family's loader output wraps one of these: `load()` before a run (others are offloaded if room is needed),
+    Every family's loader output wraps one of these: `ready()` before a run (others are offloaded if room is needed),
     `release()` after it where the family frees memory eagerly.
 
     Args:
         module: the networks, one `torch.nn.Module` (a container of several is fine).
         name: the model folder's name, for messages.
         wrap: put the module inside a plain holder first (transformers models refuse ModelPatcher's `.device`).
+        engine: what `ready()` hands back (default: the module itself).
+        full_load: `ready()` loads the whole module, never half-offloaded (see `load`).
     """
 
-    def __init__(self, module, name: str, wrap: bool = False):
+    def __init__(self, module, name: str, wrap: bool = False, engine=None, full_load: bool = True):
         import comfy.model_management as mm
         import comfy.model_patcher
 
         self.module = module
+        self.engine = module if engine is None else engine
+        self.full_load = full_load
         self.name = name
         target = _holder_class()(module) if wrap else module
         self.patcher = comfy.model_patcher.ModelPatcher(target, load_device=mm.get_torch_device(),
@@ -151,6 +162,11 @@ class ManagedModel:
         else:
             mm.load_models_gpu([self.patcher])
         return torch.device(self.patcher.load_device)
+
+    def ready(self):
+        """Load onto ComfyUI's compute device and return ``(engine object, device)``: the one shape every family's
+        handle returns (the engine object is what its engine functions take: networks, a pipeline, a bundle)."""
+        return self.engine, self.load(full=self.full_load)
 
     def release(self) -> None:
         """Offload this model (only this one) and return the freed memory to the driver."""

@@ -9,40 +9,42 @@ import logging
 from dataclasses import dataclass
 
 import numpy as np
-import torch
 from comfy_api.latest import io
 
 from ..engines.common.audio import make_audio, to_mono
 from ..engines.common.errors import InputError
-from ..engines.ditto import audio_features as af
-from ..engines.ditto import avatar as av
-from ..engines.ditto import keypoints as kps
-from ..engines.ditto import motion as mo
-from ..engines.ditto import render as rd
+from ..engines.common.images import check_image_batch
+from ..engines.common.loop_modes import LEGACY_LOOP_MODES, LOOP_MODES
+from ..engines.ditto.audio_features import SAMPLE_RATE, check_length
+from ..engines.ditto.keypoints import DriveSettings
+from ..engines.ditto.motion import EMOTIONS
+from ..engines.ditto.avatar import AvatarSettings
 from ..engines.ditto.pipeline import DittoPipeline
+from ..engines.ditto.render import RenderSettings
+from ..engines.export import check_prefix
 from . import comfy_bridge, types
+from .inputs import PRECISIONS, resolve_precision, validate
+from .video_output import HIDDEN, stream_video
 
 log = logging.getLogger("broadcast_avatar.ditto")
 FAMILY = "ditto"
-CATEGORY = f"{comfy_bridge.CATEGORY}/ditto"
-PRECISIONS = ("auto", "fp32", "fp16")
+CATEGORY = comfy_bridge.category("ditto")
 STEP_PRESETS = ("50", "25", "10", "4", "custom")
 TRI_STATE = ("auto", "on", "off")
 BLINKS = ("off", "random", "fixed")
-LOOP_MODES = ("mirror", "wrap")
 
 
 class DittoHandle(comfy_bridge.ManagedModel):
-    """What flows on a BROADCAST_DITTO_MODEL link: the pipeline, its networks behind ComfyUI's model management."""
+    """What flows on a BROADCAST_DITTO_MODEL link: the pipeline, its networks behind ComfyUI's model management;
+    `ready()` gives ``(pipeline, device)``."""
 
     def __init__(self, pipeline: DittoPipeline, name: str):
-        super().__init__(pipeline.nets, name)
-        self.pipeline = pipeline
+        super().__init__(pipeline.nets, name, engine=pipeline)
 
-    def ready(self) -> DittoPipeline:
-        """Load the networks onto ComfyUI's compute device (ComfyUI unloads them when it needs the memory)."""
-        self.pipeline.device = self.load(full=True)
-        return self.pipeline
+    def ready(self) -> tuple[DittoPipeline, object]:
+        pipeline, device = super().ready()
+        pipeline.device = device      # ComfyUI may have moved the networks since the last run
+        return pipeline, device
 
 
 @dataclass(frozen=True)
@@ -51,12 +53,6 @@ class AudioFeatures:
 
     features: np.ndarray        # (frames, 1024) at 25 fps
     audio16k: np.ndarray        # the mono 16 kHz speech they came from
-
-
-def _check(value, options, name):
-    if value is not None and value not in options:
-        return f"{name}: expected one of {', '.join(options)}, got {value!r}."
-    return None
 
 
 class BroadcastDittoLoader(io.ComfyNode):
@@ -76,24 +72,24 @@ class BroadcastDittoLoader(io.ComfyNode):
                                        "ditto_pytorch/models/ (6 .pth) and ditto_pytorch/aux_models/ (det_10g, "
                                        "2d106det, landmark203, hubert_streaming_fix_kv .onnx)."),
                 io.Combo.Input("precision", options=list(PRECISIONS), default="auto",
-                               tooltip="auto: fp16 autocast for the renderer on a CUDA GPU, fp32 on the CPU. fp16 "
-                                       "is refused on the CPU. The motion model always runs in fp32."),
+                               tooltip="Autocast dtype of the renderer (the motion model always runs in fp32). "
+                                       "auto: bf16 on a GPU that runs it well, else fp16 there, fp32 on the CPU. "
+                                       "fp16 is refused on the CPU."),
             ],
             outputs=[types.DittoModel.Output("ditto_model", display_name="ditto_model")],
         )
 
     @classmethod
     def validate_inputs(cls, precision=None):
-        return _check(precision, PRECISIONS, "precision") or True
+        return validate(("precision", precision, PRECISIONS))
 
     @classmethod
     def execute(cls, model_name, precision) -> io.NodeOutput:
         folder = comfy_bridge.model_dir(FAMILY, model_name)
         device = comfy_bridge.torch_device()
-        if precision == "auto":
-            precision = "fp16" if device.type == "cuda" else "fp32"
-        pipeline = DittoPipeline(folder, device=device, precision=precision)
-        log.info("Broadcast Ditto: loaded %s (%s)", model_name, precision)
+        chosen = resolve_precision(precision, device, supported=DittoPipeline.PRECISIONS)
+        pipeline = DittoPipeline(folder, device=device, precision=chosen)
+        log.info("Broadcast Ditto: loaded %s (%s)", model_name, chosen)
         return io.NodeOutput(DittoHandle(pipeline, model_name))
 
 
@@ -128,11 +124,9 @@ class BroadcastDittoAvatar(io.ComfyNode):
 
     @classmethod
     def execute(cls, ditto_model, images, crop_scale, crop_vy_ratio, loop_smoothing, batch_size) -> io.NodeOutput:
-        if not isinstance(images, torch.Tensor) or images.dim() != 4 or images.shape[0] < 1 or images.shape[-1] < 3:
-            raise InputError("images", "an IMAGE batch [frames, height, width, 3]",
-                             f"{getattr(images, 'shape', type(images).__name__)}")
-        pipeline = ditto_model.ready()
-        settings = av.AvatarSettings(crop_scale=float(crop_scale), crop_vy_ratio=float(crop_vy_ratio),
+        images = check_image_batch(images, "images")
+        pipeline, _ = ditto_model.ready()
+        settings = AvatarSettings(crop_scale=float(crop_scale), crop_vy_ratio=float(crop_vy_ratio),
                                      smooth_k=int(loop_smoothing), batch_size=int(batch_size))
         avatar, hit = pipeline.prepare_avatar(images, settings, comfy_bridge.cache(),
                                               comfy_bridge.progress(2 * images.shape[0]))
@@ -161,9 +155,9 @@ class BroadcastDittoAudioFeatures(io.ComfyNode):
 
     @classmethod
     def execute(cls, ditto_model, audio) -> io.NodeOutput:
-        mono, _ = to_mono(audio, af.SAMPLE_RATE, "audio")
-        af.check_length(mono, "audio")
-        pipeline = ditto_model.ready()
+        mono, _ = to_mono(audio, SAMPLE_RATE, "audio")
+        check_length(mono, "audio")
+        pipeline, _ = ditto_model.ready()
         feats = pipeline.audio_features(mono, comfy_bridge.cache(), comfy_bridge.progress(1))
         return io.NodeOutput(AudioFeatures(feats, mono))
 
@@ -190,7 +184,7 @@ class BroadcastDittoMotion(io.ComfyNode):
                              tooltip="Steps when steps_preset is 'custom'."),
                 io.Int.Input("seed", default=0, min=0, max=2 ** 63 - 1,
                              tooltip="Fixes every noise of the run (all windows): same inputs and seed, same motion."),
-                io.Combo.Input("emotion", options=list(mo.EMOTIONS), default="neutral",
+                io.Combo.Input("emotion", options=list(EMOTIONS), default="neutral",
                                tooltip="Emotion condition (upstream's 8 labels; neutral is the default)."),
                 io.Combo.Input("drive_eyes", options=list(TRI_STATE), default="auto",
                                tooltip="Let the audio drive the eyes (with gaze kept on camera). auto: on for a "
@@ -208,35 +202,28 @@ class BroadcastDittoMotion(io.ComfyNode):
                 io.Int.Input("pose_smoothing", default=0, min=0, max=51,
                              tooltip="Savitzky-Golay window (frames) on head pose and translation only; 0 = off "
                                      "(upstream's own mean smoothing always runs)."),
-                io.Combo.Input("loop_mode", options=list(LOOP_MODES), default="mirror",
-                               tooltip="How video time walks a loop avatar: mirror (forward then backward, "
-                                       "upstream) or wrap (restart at the first frame)."),
+                io.Combo.Input("loop_mode", options=list(LOOP_MODES), default="ping-pong",
+                               tooltip="When the speech outlasts a loop avatar: ping-pong plays it forward then "
+                                       "backward (each end frame shown twice, as upstream), so a loop that ends "
+                                       "elsewhere than it starts never jumps; wrap restarts it at the first frame."),
             ],
             outputs=[types.DittoMotion.Output("motion", display_name="motion")],
         )
 
     @classmethod
     def validate_inputs(cls, steps_preset=None, emotion=None, drive_eyes=None, blinks=None, loop_mode=None):
-        for value, options, name in ((steps_preset, STEP_PRESETS, "steps_preset"), (emotion, mo.EMOTIONS, "emotion"),
-                                     (drive_eyes, TRI_STATE, "drive_eyes"), (blinks, BLINKS, "blinks"),
-                                     (loop_mode, LOOP_MODES, "loop_mode")):
-            msg = _check(value, options, name)
-            if msg:
-                return msg
-        return True
+        return validate(("steps_preset", steps_preset, STEP_PRESETS), ("emotion", emotion, EMOTIONS),
+                        ("drive_eyes", drive_eyes, TRI_STATE), ("blinks", blinks, BLINKS),
+                        ("loop_mode", loop_mode, LOOP_MODES, LEGACY_LOOP_MODES))
 
     @classmethod
     def execute(cls, ditto_model, avatar, audio_features, steps_preset, custom_steps, seed, emotion, drive_eyes,
                 blinks, blink_gap, delta_pitch, delta_yaw, delta_roll, pose_smoothing, loop_mode) -> io.NodeOutput:
-        pipeline = ditto_model.ready()
+        pipeline, _ = ditto_model.ready()
         steps = int(custom_steps) if steps_preset == "custom" else int(steps_preset)
-        defaults = pipeline.config.defaults
-        settings = mo.MotionSettings(
-            steps=steps, seed=int(seed), emotion=mo.EMOTIONS.index(emotion), overlap=int(defaults["overlap_v2"]),
-            smooth_k=int(defaults["smo_k_d"]), fix_kp_cond=int(defaults.get("fix_kp_cond") or 0),
-            fix_kp_cond_dims=tuple(defaults["fix_kp_cond_dim"]) if defaults.get("fix_kp_cond_dim") else None,
-            savgol_window=int(pose_smoothing))
-        drive = kps.DriveSettings(
+        settings = pipeline.motion_settings(steps=steps, seed=int(seed), emotion=emotion,
+                                            pose_smoothing=int(pose_smoothing))
+        drive = DriveSettings(
             drive_eyes=None if drive_eyes == "auto" else drive_eyes == "on", delta_pitch=float(delta_pitch),
             delta_yaw=float(delta_yaw), delta_roll=float(delta_roll),
             blink_open_frames={"off": -1, "random": 0, "fixed": int(blink_gap)}[blinks], loop_mode=loop_mode,
@@ -288,18 +275,13 @@ class BroadcastDittoRender(io.ComfyNode):
             outputs=[io.Image.Output("images", display_name="images"),
                      io.Audio.Output("audio_out", display_name="audio"),
                      io.String.Output("path", display_name="path")],
+            hidden=HIDDEN,
         )
 
     @classmethod
     def validate_inputs(cls, stream_to_file=None, filename_prefix=None):
-        if stream_to_file and filename_prefix is not None:
-            from ..engines.export import check_prefix
-
-            try:
-                check_prefix(filename_prefix)
-            except InputError as exc:   # refused when queued, before anything renders
-                return str(exc)
-        return True
+        # refused when queued, before anything renders
+        return validate(lambda: not (stream_to_file and filename_prefix is not None) or check_prefix(filename_prefix))
 
     @classmethod
     def execute(cls, ditto_model, avatar, motion, batch_size, cadence_stride, silence_bypass, silence_threshold,
@@ -307,30 +289,17 @@ class BroadcastDittoRender(io.ComfyNode):
         if audio is None:
             if motion.audio16k is None:
                 raise InputError("audio", "speech (connect it, or make the motion from audio features)", "none")
-            audio = make_audio(motion.audio16k, af.SAMPLE_RATE)
-        pipeline = ditto_model.ready()
-        settings = rd.RenderSettings(batch_size=int(batch_size), stride=int(cadence_stride),
-                                     silence_bypass=bool(silence_bypass), silence_threshold=float(silence_threshold),
-                                     ease_frames=int(ease_frames))
-        n = len(motion.kp_driven)
-        w, h = avatar.size
-        progress = comfy_bridge.progress(n)
-        chunks = pipeline.render(avatar, motion, settings, progress)
+            audio = make_audio(motion.audio16k, SAMPLE_RATE)
+        pipeline, _ = ditto_model.ready()
+        settings = RenderSettings(batch_size=int(batch_size), stride=int(cadence_stride),
+                                  silence_bypass=bool(silence_bypass), silence_threshold=float(silence_threshold),
+                                  ease_frames=int(ease_frames))
+        progress = comfy_bridge.progress(len(motion.kp_driven))
         if not stream_to_file:
-            images = torch.empty((n, h, w, 3), dtype=torch.float32)
-            for start, frames in chunks:
-                images[start:start + len(frames)] = frames
-            return io.NodeOutput(images, audio, "")
-        from ..engines.export import AudioTrack, VideoWriter, next_output
-
-        target = next_output(comfy_bridge.output_dir(), filename_prefix)
-        last = None
-        with VideoWriter(target.path, motion.fps, audio=AudioTrack.from_comfy(audio)) as writer:
-            for _, frames in chunks:
-                writer.write(frames)
-                last = frames[-1:]
-        log.info("Broadcast Ditto: %s", writer.result.summary())
-        return io.NodeOutput(last, audio, str(target.path))
+            return io.NodeOutput(pipeline.render_frames(avatar, motion, settings, progress), audio, "")
+        video = stream_video(cls, pipeline.render(avatar, motion, settings, progress), motion.fps, filename_prefix,
+                             audio)
+        return io.NodeOutput(video.last_frame, audio, video.path, ui=video.ui)
 
 
 NODES = [BroadcastDittoLoader, BroadcastDittoAvatar, BroadcastDittoAudioFeatures, BroadcastDittoMotion,

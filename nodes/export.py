@@ -1,29 +1,29 @@
 """Export nodes: Export Video (IMAGE + AUDIO -> .mp4 in the output folder), Load Video and Load Audio.
 
 All work is in `engines/export/`: the streaming writer (NVENC with a libx264 fallback, AAC in the same pass, atomic
-rename), the streaming reader and the output-path checks. These nodes check inputs, resolve folders, report progress
-and convert between ComfyUI's types and the engine's.
+rename), the streaming reader, whole-clip loading and the output-path checks; `nodes/video_output.py` is the node
+side of every .mp4 written. These nodes check inputs, resolve folders, report progress and convert between
+ComfyUI's types and the engine's.
 """
 from __future__ import annotations
 
-import logging
 import os
 
 import folder_paths
-import numpy as np
-import torch
-from comfy_api.latest import InputImpl, io, ui
+from comfy_api.latest import InputImpl, io
 
-from ..engines.common.audio import make_audio
 from ..engines.common.errors import InputError
-from ..engines.export import AudioTrack, EncodeSettings, VideoWriter, next_output, reader
-from ..engines.export import settings as S
-from ..engines.export.paths import check_prefix
+from ..engines.common.images import check_image_batch
+from ..engines.export import (AUDIO_MODES, ENCODER_CHOICES, PRESET_CHOICES, RATE_CONTROLS, TUNE_CHOICES, EncodeSettings,
+                              check_prefix, split_frames)
+from ..engines.export.clips import load_audio, load_clip
 from . import comfy_bridge
+from .inputs import validate
+from .video_output import HIDDEN, stream_video
 
-log = logging.getLogger("broadcast_avatar.export")
-CATEGORY = f"{comfy_bridge.CATEGORY}/export"
+CATEGORY = comfy_bridge.category("export")
 CHUNK_FRAMES = 8  # frames per writer call: the progress bar and the cancel check move this often
+BIT_DEPTHS = ("8", "10")
 
 
 def _input_files(kinds: list[str]) -> list[str]:
@@ -36,22 +36,10 @@ def _input_files(kinds: list[str]) -> list[str]:
     return sorted(folder_paths.filter_files_content_types(names, kinds))
 
 
-def _file_error(input_name: str, name) -> str | None:
-    if not name or not folder_paths.exists_annotated_filepath(name):
-        return f"{input_name}: expected a file in ComfyUI's input folder, got {name!r} (not found). Upload it first."
-    return None
-
-
-def _workflow_metadata(prompt, extra_pnginfo) -> dict:
-    """The prompt and workflow to embed (as core's Save Video does), unless ComfyUI runs with --disable-metadata."""
-    from comfy.cli_args import args
-
-    if args.disable_metadata:
-        return {}
-    metadata = dict(extra_pnginfo or {})
-    if prompt is not None:
-        metadata["prompt"] = prompt
-    return metadata
+def _check_input_file(input_name: str, name) -> None:
+    """A file of ComfyUI's input folder; None (a linked input) passes."""
+    if name is not None and (not name or not folder_paths.exists_annotated_filepath(name)):
+        raise InputError(input_name, "a file in ComfyUI's input folder", f"{name!r} (not found)", "Upload it first.")
 
 
 def _file_fingerprint(name: str) -> str:
@@ -79,16 +67,16 @@ class BroadcastExportVideo(io.ComfyNode):
                 io.String.Input("filename_prefix", default="broadcast/clip",
                                 tooltip="Name inside ComfyUI's output folder; sub-folders allowed, leaving the "
                                         "folder (absolute paths, '..') is refused. A 5-digit counter is appended."),
-                io.Combo.Input("encoder", options=list(S.ENCODER_CHOICES), default="auto",
+                io.Combo.Input("encoder", options=list(ENCODER_CHOICES), default="auto",
                                tooltip="auto: NVENC H.264 (HEVC at 10 bit) where the GPU allows, else libx264/libx265 "
                                        "with one warning. Explicit NVENC choices fall back the same way."),
-                io.Combo.Input("preset", options=list(S.PRESET_CHOICES), default="auto",
+                io.Combo.Input("preset", options=list(PRESET_CHOICES), default="auto",
                                tooltip="Speed/quality: p1 (fastest) .. p7 (best) for NVENC, or an x264 preset; either "
                                        "kind is mapped onto the other encoder. auto: p4 / veryfast."),
-                io.Combo.Input("tune", options=list(S.TUNE_CHOICES), default="auto",
+                io.Combo.Input("tune", options=list(TUNE_CHOICES), default="auto",
                                tooltip="hq: quality; ll / ull: low / ultra-low latency (x264: zerolatency). "
                                        "auto: hq on NVENC, none on x264."),
-                io.Combo.Input("rate_control", options=list(S.RATE_CONTROLS), default="cq",
+                io.Combo.Input("rate_control", options=list(RATE_CONTROLS), default="cq",
                                tooltip="cq: constant quality (NVENC cq, x264 crf) from 'quality'; vbr / cbr: from "
                                        "'bitrate_kbps'; constqp: fixed quantiser 'quality'."),
                 io.Int.Input("quality", default=19, min=0, max=51, step=1,
@@ -97,11 +85,11 @@ class BroadcastExportVideo(io.ComfyNode):
                              tooltip="For vbr and cbr: target video bitrate in kbit/s."),
                 io.Float.Input("gop_seconds", default=1.0, min=0.04, max=60.0, step=0.01,
                                tooltip="Seconds between keyframes (default 1: seekable, stream-friendly)."),
-                io.Combo.Input("bit_depth", options=["8", "10"], default="8",
+                io.Combo.Input("bit_depth", options=list(BIT_DEPTHS), default="8",
                                tooltip="8 plays everywhere; 10 reduces banding (HEVC/x264 High 10)."),
                 io.Boolean.Input("faststart", default=True,
                                  tooltip="Put the index at the front so playback starts before the download ends."),
-                io.Combo.Input("audio_mode", options=list(S.AUDIO_MODES), default="match_video",
+                io.Combo.Input("audio_mode", options=list(AUDIO_MODES), default="match_video",
                                tooltip="match_video: cut/pad the audio to the video; match_audio: cut the video or "
                                        "hold its last frame to the audio's length; shortest: the shorter wins."),
                 io.Int.Input("audio_bitrate_kbps", default=192, min=16, max=512, step=8,
@@ -113,7 +101,7 @@ class BroadcastExportVideo(io.ComfyNode):
                 io.Video.Output("video", display_name="video", tooltip="The written file as ComfyUI VIDEO."),
                 io.String.Output("path", display_name="path", tooltip="Absolute path of the written .mp4."),
             ],
-            hidden=[io.Hidden.prompt, io.Hidden.extra_pnginfo],
+            hidden=HIDDEN,
             is_output_node=True,
         )
 
@@ -121,46 +109,23 @@ class BroadcastExportVideo(io.ComfyNode):
     def validate_inputs(cls, filename_prefix=None, encoder=None, preset=None, tune=None, rate_control=None,
                         bit_depth=None, audio_mode=None):
         # Only combos and the prefix are named here: 0.3.75 skips min/max checks of inputs named in this method.
-        try:
-            if filename_prefix is not None:
-                check_prefix(filename_prefix)
-            combos = (("encoder", encoder, S.ENCODER_CHOICES), ("preset", preset, S.PRESET_CHOICES),
-                      ("tune", tune, S.TUNE_CHOICES), ("rate_control", rate_control, S.RATE_CONTROLS),
-                      ("bit_depth", bit_depth, ("8", "10")), ("audio_mode", audio_mode, S.AUDIO_MODES))
-            for name, value, options in combos:
-                if value is not None and str(value) not in options:
-                    raise InputError(name, f"one of {', '.join(options)}", repr(value))
-        except InputError as exc:
-            return str(exc)
-        return True
+        return validate(lambda: filename_prefix is None or check_prefix(filename_prefix),
+                        ("encoder", encoder, ENCODER_CHOICES), ("preset", preset, PRESET_CHOICES),
+                        ("tune", tune, TUNE_CHOICES), ("rate_control", rate_control, RATE_CONTROLS),
+                        ("bit_depth", None if bit_depth is None else str(bit_depth), BIT_DEPTHS),
+                        ("audio_mode", audio_mode, AUDIO_MODES))
 
     @classmethod
     def execute(cls, images, fps, filename_prefix, encoder, preset, tune, rate_control, quality, bitrate_kbps,
                 gop_seconds, bit_depth, faststart, audio_mode, audio_bitrate_kbps, audio=None) -> io.NodeOutput:
-        if not isinstance(images, torch.Tensor) or images.dim() != 4 or images.shape[0] == 0:
-            given = "0 frames" if isinstance(images, torch.Tensor) and images.dim() == 4 else \
-                f"shape {tuple(getattr(images, 'shape', ()))}"
-            raise InputError("images", "a batch of at least 1 frame [frames, height, width, 3]", given)
+        images = check_image_batch(images, "images")
         settings = EncodeSettings(encoder=encoder, preset=preset, tune=tune, rate_control=rate_control,
                                   quality=int(quality), bitrate_kbps=int(bitrate_kbps), gop_seconds=float(gop_seconds),
                                   bit_depth=int(bit_depth), faststart=bool(faststart),
-                                  audio_bitrate_kbps=int(audio_bitrate_kbps)).check()
-        S.frame_rate(fps)  # checked before the output folder is touched
-        track = AudioTrack.from_comfy(audio) if audio is not None else None
-        target = next_output(comfy_bridge.output_dir(), filename_prefix, "mp4")
-        metadata = _workflow_metadata(cls.hidden.prompt, cls.hidden.extra_pnginfo)
-        n = int(images.shape[0])
-        progress = comfy_bridge.progress(n)
-        with VideoWriter(target.path, fps, settings=settings, audio=track, audio_mode=audio_mode,
-                         progress=progress, metadata=metadata) as writer:
-            for start in range(0, n, CHUNK_FRAMES):
-                writer.write(images[start:start + CHUNK_FRAMES])
-        result = writer.result
-        log.info("Broadcast export: %s", result.summary())
-        preview = ui.PreviewVideo([ui.SavedResult(target.filename, target.subfolder, io.FolderType.output)])
-        ui_dict = dict(preview.as_dict())
-        ui_dict["text"] = [result.summary()]
-        return io.NodeOutput(InputImpl.VideoFromFile(str(result.path)), str(result.path), ui=ui_dict)
+                                  audio_bitrate_kbps=int(audio_bitrate_kbps))
+        video = stream_video(cls, split_frames(images, CHUNK_FRAMES), fps, filename_prefix, audio, settings=settings,
+                             audio_mode=audio_mode, progress=comfy_bridge.progress(int(images.shape[0])))
+        return io.NodeOutput(InputImpl.VideoFromFile(video.path), video.path, ui=video.ui)
 
 
 class BroadcastLoadVideo(io.ComfyNode):
@@ -199,9 +164,7 @@ class BroadcastLoadVideo(io.ComfyNode):
 
     @classmethod
     def validate_inputs(cls, video=None):
-        if video is None:  # linked input: checked when it arrives
-            return True
-        return _file_error("video", video) or True
+        return validate(lambda: _check_input_file("video", video))
 
     @classmethod
     def fingerprint_inputs(cls, video, **_):
@@ -209,37 +172,10 @@ class BroadcastLoadVideo(io.ComfyNode):
 
     @classmethod
     def execute(cls, video, frame_cap, skip_first_frames, target_fps) -> io.NodeOutput:
-        path = folder_paths.get_annotated_filepath(video)
-        info = reader.probe(path, "video")
-        expected = reader.planned_count(info, frame_cap, skip_first_frames, target_fps)
-        if expected <= 0 and info.frame_count > 0:
-            raise InputError("skip_first_frames", f"fewer than the file's {info.frame_count} frames",
-                             str(skip_first_frames))
-        # A file whose header gives no frame count (some WebM/MKV) is collected chunk by chunk instead.
-        expected = max(expected, 0)
-        fps = reader.output_fps(info, target_fps)
-        progress = comfy_bridge.progress(max(expected, 1))
-        # One float tensor filled chunk by chunk: the decoded uint8 frames are never all held at once.
-        out = torch.empty((expected, info.height, info.width, 3), dtype=torch.float32)
-        extra, count = [], 0
-        for chunk in reader.read_frames(path, frame_cap=frame_cap, skip_frames=skip_first_frames,
-                                        target_fps=target_fps, progress=progress, input_name="video"):
-            part = torch.from_numpy(chunk).float().div_(255.0)
-            room = max(0, min(len(part), expected - count))
-            out[count:count + room] = part[:room]
-            if room < len(part):  # the header under-counted: keep the rest too
-                extra.append(part[room:])
-            count += len(part)
-        if count == 0:
-            raise InputError("video", "a file with decodable frames", f"'{video}' (no frames decoded)")
-        images = torch.cat([out] + extra) if extra else out[:count]
-        start = skip_first_frames / float(info.fps)
-        decoded = reader.read_audio(path, start_seconds=start, duration_seconds=count / fps, input_name="video")
-        if decoded is None or decoded[0].shape[1] == 0:
-            audio = make_audio(np.zeros((1, max(1, round(count / fps * 48000))), np.float32), 48000)
-        else:
-            audio = make_audio(decoded[0], decoded[1])
-        return io.NodeOutput(images, audio, fps, count)
+        clip = load_clip(folder_paths.get_annotated_filepath(video), video, frame_cap=int(frame_cap),
+                         skip_frames=int(skip_first_frames), target_fps=float(target_fps),
+                         progress=comfy_bridge.progress(1), input_name="video")
+        return io.NodeOutput(clip.images, clip.audio, clip.fps, clip.frame_count)
 
 
 class BroadcastLoadAudio(io.ComfyNode):
@@ -267,9 +203,7 @@ class BroadcastLoadAudio(io.ComfyNode):
 
     @classmethod
     def validate_inputs(cls, audio_file=None):
-        if audio_file is None:
-            return True
-        return _file_error("audio_file", audio_file) or True
+        return validate(lambda: _check_input_file("audio_file", audio_file))
 
     @classmethod
     def fingerprint_inputs(cls, audio_file, **_):
@@ -277,15 +211,9 @@ class BroadcastLoadAudio(io.ComfyNode):
 
     @classmethod
     def execute(cls, audio_file, start_seconds, duration_seconds) -> io.NodeOutput:
-        path = folder_paths.get_annotated_filepath(audio_file)
-        decoded = reader.read_audio(path, start_seconds=float(start_seconds),
-                                    duration_seconds=float(duration_seconds) or None, input_name="audio_file")
-        if decoded is None:
-            raise InputError("audio_file", "a file with an audio stream", f"'{audio_file}' (no audio)")
-        samples, rate = decoded
-        if samples.shape[1] == 0:
-            raise InputError("start_seconds", "a start inside the file's audio", f"{start_seconds} s (past the end)")
-        return io.NodeOutput(make_audio(samples, rate))
+        return io.NodeOutput(load_audio(folder_paths.get_annotated_filepath(audio_file), audio_file,
+                                        start_seconds=float(start_seconds),
+                                        duration_seconds=float(duration_seconds) or None, input_name="audio_file"))
 
 
 NODES = [BroadcastExportVideo, BroadcastLoadVideo, BroadcastLoadAudio]

@@ -10,45 +10,35 @@ import os
 from pathlib import Path
 
 import folder_paths
-import torch
 from comfy_api.latest import io, ui
 
 from ..engines.common.errors import InputError
-from ..engines.musetalk import face_track as ft
+from ..engines.common.images import RGB, check_image_batch
+from ..engines.common.loop_modes import LEGACY_LOOP_MODES, LOOP_MODES
+from ..engines.export.paths import check_prefix
+from ..engines.musetalk.face_track import HaarDetector, parse_box, track_faces, track_from_box, track_from_masks
+from ..engines.musetalk.face_track import preview as track_preview
 from ..engines.musetalk.avatar import CropSettings, build_avatar
 from ..engines.musetalk.blend import MouthEllipse
-from ..engines.musetalk.lipsync import LOOP_MODES, LipSyncSettings, lipsync
-from ..engines.musetalk.loader import DTYPES, describe, load_musetalk
+from ..engines.musetalk.lipsync import LipSyncSettings, lipsync, lipsync_chunks
+from ..engines.musetalk.loader import describe, load_musetalk
 from . import comfy_bridge, types
+from .inputs import PRECISIONS, resolve_dtype, validate
+from .video_output import HIDDEN, stream_video
 
 log = logging.getLogger("broadcast_avatar.musetalk")
 FAMILY = "musetalk"
-CATEGORY = f"{comfy_bridge.CATEGORY}/musetalk"
-PRECISIONS = ("auto", "fp16", "bf16", "fp32")
+CATEGORY = comfy_bridge.category("musetalk")
 DETECTOR_FAMILIES = ("musetalk", "ditto")   # model folders searched for an SCRFD .onnx face detector
 BUILTIN_DETECTORS = ("auto", "haar")
 
 
 class MuseTalkHandle(comfy_bridge.ManagedModel):
     """What flows on a BROADCAST_MUSETALK_MODEL link: UNet + VAE + Whisper encoder behind ComfyUI's model
-    management."""
+    management; `ready()` gives ``(nets, device)``."""
 
     def __init__(self, nets, name: str):
         super().__init__(nets, name)
-        self.nets = nets
-
-    def ready(self):
-        """Load onto ComfyUI's compute device (whole); return ``(nets, device)``."""
-        return self.nets, self.load(full=True)
-
-
-def _auto_dtype(precision: str) -> torch.dtype:
-    if precision != "auto":
-        return DTYPES[precision]
-    import comfy.model_management as mm
-
-    device = mm.get_torch_device()
-    return torch.float16 if device.type == "cuda" and mm.should_use_fp16(device) else torch.float32
 
 
 def detector_files() -> list[str]:
@@ -89,7 +79,7 @@ def _make_detector(name: str):
         files = detector_files() if has_ort else []
         name = files[0] if files else "haar"
     if name == "haar":
-        return ft.HaarDetector(), "haar"
+        return HaarDetector(), "haar"
     if not has_ort:
         raise InputError("detector", "onnxruntime installed to run an SCRFD .onnx", "no onnxruntime",
                          "pip install onnxruntime (or onnxruntime-gpu), or choose haar.")
@@ -115,21 +105,20 @@ class BroadcastMuseTalkLoader(io.ComfyNode):
                                        "sd-vae/{config.json, diffusion_pytorch_model.bin} and whisper/{config.json, "
                                        "pytorch_model.bin, preprocessor_config.json}."),
                 io.Combo.Input("precision", options=list(PRECISIONS), default="auto",
-                               tooltip="auto: fp16 on a GPU, fp32 on the CPU (fp16 is very slow on CPUs)."),
+                               tooltip="Weights and compute dtype. auto: bf16 on a GPU that runs it well, else fp16 "
+                                       "there, fp32 on the CPU (half precision is very slow on CPUs)."),
             ],
             outputs=[types.MuseTalkModel.Output("musetalk_model", display_name="musetalk_model")],
         )
 
     @classmethod
     def validate_inputs(cls, precision=None):
-        if precision is not None and precision not in PRECISIONS:
-            return f"precision: expected one of {', '.join(PRECISIONS)}, got {precision!r}."
-        return True
+        return validate(("precision", precision, PRECISIONS))
 
     @classmethod
     def execute(cls, model_name, precision) -> io.NodeOutput:
         folder = comfy_bridge.model_dir(FAMILY, model_name)
-        nets = load_musetalk(folder, _auto_dtype(precision))
+        nets = load_musetalk(folder, resolve_dtype(precision, comfy_bridge.torch_device()))
         log.info("Broadcast MuseTalk: loaded %s from %s", describe(nets), model_name)
         return io.NodeOutput(MuseTalkHandle(nets, model_name))
 
@@ -167,32 +156,24 @@ class BroadcastFaceTrack(io.ComfyNode):
 
     @classmethod
     def validate_inputs(cls, detector=None, box=None):
-        try:
-            if detector is not None and detector not in BUILTIN_DETECTORS:
-                _detector_path(detector)
-            if box and box.strip():
-                ft.parse_box(box)
-        except InputError as exc:
-            return str(exc)
-        return True
+        return validate(lambda: detector is None or detector in BUILTIN_DETECTORS or _detector_path(detector),
+                        lambda: not (box and box.strip()) or parse_box(box))
 
     @classmethod
     def execute(cls, images, detector, detect_every, proxy_size, box="", mask=None) -> io.NodeOutput:
-        if not isinstance(images, torch.Tensor) or images.dim() != 4 or images.shape[0] == 0:
-            raise InputError("images", "a batch of at least 1 frame [frames, height, width, 3]",
-                             f"shape {tuple(getattr(images, 'shape', ()))}")
+        images = check_image_batch(images, "images", channels=RGB)
         n, h, w = int(images.shape[0]), int(images.shape[1]), int(images.shape[2])
         if box and box.strip():
-            track = ft.track_from_box(ft.parse_box(box), n, w, h)
+            track = track_from_box(parse_box(box), n, w, h)
         elif mask is not None:
-            track = ft.track_from_masks(mask, n, w, h)
+            track = track_from_masks(mask, n, w, h)
         else:
             det, method = _make_detector(detector)
-            track = ft.track_faces(images, det, every=int(detect_every), proxy_size=int(proxy_size), method=method,
-                                   progress=comfy_bridge.progress(n))
+            track = track_faces(images, det, every=int(detect_every), proxy_size=int(proxy_size), method=method,
+                                progress=comfy_bridge.progress(n))
         summary = (f"{n} frames, {int(track.found.sum())} boxes found ({track.method}), "
                    f"first box {[round(float(v)) for v in track.boxes[0]]}")
-        shown = dict(ui.PreviewImage(ft.preview(images, track), cls=cls).as_dict())
+        shown = dict(ui.PreviewImage(track_preview(images, track), cls=cls).as_dict())
         shown["text"] = [summary]
         return io.NodeOutput(track, ui=shown)
 
@@ -265,8 +246,10 @@ class BroadcastMuseTalkLipSync(io.ComfyNode):
                                      "frame; 2-3 are faster and steadier)."),
                 io.Float.Input("fps", default=0.0, min=0.0, max=120.0, step=0.001,
                                tooltip="Output frame rate; 0 = the avatar's."),
-                io.Combo.Input("loop_mode", options=list(LOOP_MODES), default="loop",
-                               tooltip="loop: the avatar repeats from the start; ping-pong: forward then backward."),
+                io.Combo.Input("loop_mode", options=list(LOOP_MODES), default="wrap",
+                               tooltip="When the speech outlasts the avatar loop: wrap restarts it at the first frame "
+                                       "(for a seamless loop); ping-pong plays it forward then backward, so a loop "
+                                       "that ends elsewhere than it starts never jumps."),
                 io.Boolean.Input("stream_to_file", default=False,
                                  tooltip="Encode frames (with the speech) to an MP4 in the output folder as they are "
                                          "rendered, so a long clip never exists whole in memory; the images output "
@@ -280,20 +263,13 @@ class BroadcastMuseTalkLipSync(io.ComfyNode):
                 io.Float.Output("fps_out", display_name="fps", tooltip="The output frame rate."),
                 io.String.Output("path", display_name="path", tooltip="The streamed MP4 (empty when not streaming)."),
             ],
+            hidden=HIDDEN,
         )
 
     @classmethod
     def validate_inputs(cls, loop_mode=None, filename_prefix=None):
-        if loop_mode is not None and loop_mode not in LOOP_MODES:
-            return f"loop_mode: expected one of {', '.join(LOOP_MODES)}, got {loop_mode!r}."
-        if filename_prefix is not None:
-            from ..engines.export.paths import check_prefix
-
-            try:
-                check_prefix(filename_prefix)
-            except InputError as exc:
-                return str(exc)
-        return True
+        return validate(("loop_mode", loop_mode, LOOP_MODES, LEGACY_LOOP_MODES),
+                        lambda: filename_prefix is None or check_prefix(filename_prefix))
 
     @classmethod
     def execute(cls, musetalk_model, avatar, audio, batch_size, stride, fps, loop_mode, stream_to_file=False,
@@ -305,20 +281,9 @@ class BroadcastMuseTalkLipSync(io.ComfyNode):
         if not stream_to_file:
             frames = lipsync(nets, avatar, audio, settings, device=device, progress=comfy_bridge.progress(1))
             return io.NodeOutput(frames, audio, out_fps, "")
-        from ..engines.export import AudioTrack, VideoWriter, next_output
-
-        target = next_output(comfy_bridge.output_dir(), filename_prefix)
-        last = []
-
-        def write(chunk):
-            writer.write(chunk)
-            last[:] = [chunk[-1:].clone()]
-
-        with VideoWriter(target.path, out_fps, audio=AudioTrack.from_comfy(audio)) as writer:
-            lipsync(nets, avatar, audio, settings, device=device, sink=write, progress=comfy_bridge.progress(1))
-        log.info("Broadcast MuseTalk: %s", writer.result.summary())
-        preview = ui.PreviewVideo([ui.SavedResult(target.filename, target.subfolder, io.FolderType.output)])
-        return io.NodeOutput(last[0], audio, out_fps, str(writer.result.path), ui=preview)
+        chunks = lipsync_chunks(nets, avatar, audio, settings, device=device, progress=comfy_bridge.progress(1))
+        video = stream_video(cls, chunks, out_fps, filename_prefix, audio)
+        return io.NodeOutput(video.last_frame, audio, out_fps, video.path, ui=video.ui)
 
 
 NODES = [BroadcastMuseTalkLoader, BroadcastFaceTrack, BroadcastMuseTalkAvatar, BroadcastMuseTalkLipSync]

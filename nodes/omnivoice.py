@@ -18,25 +18,32 @@ from ..engines.omnivoice import speak as ov_speak
 from ..engines.omnivoice.normalize import NormalizeSettings
 from ..engines.omnivoice.text import MAX_WORDS, prepare_text
 from . import types
-from .comfy_bridge import CATEGORY, ManagedModel, cache, model_dir, model_names, progress
+from .comfy_bridge import ManagedModel, cache, category, model_dir, model_names, progress
+from .inputs import PRECISIONS, resolve_precision, validate
 from .tts_common import WHISPER_NONE, transcribe_reference, voices_dir, whisper_names
 
 FAMILY = "omnivoice"
 VOICE_NONE = "(build from reference)"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 _.-]{0,63}$")
 
+CATEGORY = category("omnivoice")
+
 
 class OmniVoiceHandle(ManagedModel):
-    """What flows on a BROADCAST_OMNIVOICE_MODEL link: the loaded model behind ComfyUI's model management."""
+    """What flows on a BROADCAST_OMNIVOICE_MODEL link: the loaded model behind ComfyUI's model management;
+    `ready()` gives ``(loaded model, device)`` (a partial low-VRAM load is allowed: transformers weights cast)."""
 
     def __init__(self, loaded, name: str):
-        super().__init__(loaded.model, name, wrap=True)
-        self.loaded = loaded
+        super().__init__(loaded.model, name, wrap=True, engine=loaded, full_load=False)
 
-    def ready(self):
-        """Load onto ComfyUI's compute device (a no-op when it is there already) and return the engine object."""
-        self.load(full=False)
-        return self.loaded
+
+def _save_name(save_as) -> str:
+    """The voice name to save under, stripped; it must be safe as a file name. Empty (do not save) and None (a
+    linked input, at queue time) give ""."""
+    name = (save_as or "").strip()
+    if name and not _NAME.match(name):
+        raise InputError("save_as", "a plain name (letters, digits, space, _ . -)", repr(save_as))
+    return name
 
 
 def _saved_voices() -> list[str]:
@@ -54,16 +61,17 @@ class BroadcastOmniVoiceLoader(io.ComfyNode):
         return io.Schema(
             node_id="BroadcastOmniVoiceLoader",
             display_name="Broadcast OmniVoice Loader",
-            category=f"{CATEGORY}/omnivoice",
+            category=CATEGORY,
             description="Load OmniVoice (Qwen3 + Higgs-Audio-v2 tokenizer) from a local folder; the audio decoder "
                         "always runs in fp32.",
             inputs=[
                 io.Combo.Input("model_name", options=model_names(FAMILY),
                                tooltip="A folder in models/omnivoice holding config.json, model.safetensors, the "
                                        "tokenizer files and an audio_tokenizer/ subfolder."),
-                io.Combo.Input("precision", options=list(ov_model.PRECISIONS), default="auto",
-                               tooltip="Backbone precision. auto: bf16 on a GPU that supports it, fp32 on the CPU. "
-                                       "The audio decoder stays fp32 (fp16 gave NaN)."),
+                io.Combo.Input("precision", options=list(PRECISIONS), default="auto",
+                               tooltip="Backbone precision. auto: bf16 on a GPU that runs it well, else fp16 "
+                                       "there, fp32 on the CPU (fp16 is refused there). The audio decoder always "
+                                       "runs in fp32: in fp16 it overflows to NaN."),
                 io.Combo.Input("warmup", options=list(ov_model.WARMUPS), default="none",
                                tooltip="Generate throw-away speech at load time (one clause, then three) so the "
                                        "first real call does not pay one-off costs."),
@@ -72,23 +80,20 @@ class BroadcastOmniVoiceLoader(io.ComfyNode):
         )
 
     @classmethod
-    def validate_inputs(cls, model_name, precision, warmup):
-        if precision not in ov_model.PRECISIONS:
-            return f"precision must be one of {', '.join(ov_model.PRECISIONS)}, got {precision!r}"
-        if warmup not in ov_model.WARMUPS:
-            return f"warmup must be one of {', '.join(ov_model.WARMUPS)}, got {warmup!r}"
-        return True
+    def validate_inputs(cls, model_name=None, precision=None, warmup=None):
+        return validate(("precision", precision, PRECISIONS), ("warmup", warmup, ov_model.WARMUPS))
 
     @classmethod
     def execute(cls, model_name, precision, warmup) -> io.NodeOutput:
         import comfy.model_management as mm
 
         folder = model_dir(FAMILY, model_name)
-        loaded = ov_model.load_omnivoice(folder, precision=precision, device=mm.get_torch_device(),
+        device = mm.get_torch_device()
+        loaded = ov_model.load_omnivoice(folder, precision=resolve_precision(precision, device), device=device,
                                          load_on=mm.unet_offload_device())
         handle = OmniVoiceHandle(loaded, model_name)
         if warmup != "none":
-            ov_model.warm_up(handle.ready(), warmup, progress=progress(2 if warmup == "B1+B3" else 1))
+            ov_model.warm_up(handle.ready()[0], warmup, progress=progress(2 if warmup == "B1+B3" else 1))
         return io.NodeOutput(handle)
 
 
@@ -100,7 +105,7 @@ class BroadcastVoicePrompt(io.ComfyNode):
         return io.Schema(
             node_id="BroadcastVoicePrompt",
             display_name="Broadcast Voice Prompt",
-            category=f"{CATEGORY}/omnivoice",
+            category=CATEGORY,
             description="Encode a reference voice (3-10 s + exact transcript) into an OmniVoice prompt, or load one "
                         "saved in models/omnivoice_voices; optionally save it under a name.",
             inputs=[
@@ -131,18 +136,14 @@ class BroadcastVoicePrompt(io.ComfyNode):
         )
 
     @classmethod
-    def validate_inputs(cls, save_as=""):  # only this input: 0.3.75 skips range checks of named/**kwargs inputs
-        if save_as and not _NAME.match(save_as.strip()):
-            return f"save_as must be a plain name (letters, digits, space, _ . -), got {save_as!r}"
-        return True
+    def validate_inputs(cls, save_as=None):  # only this input: 0.3.75 skips range checks of named/**kwargs inputs
+        return validate(lambda: _save_name(save_as))
 
     @classmethod
     def execute(cls, omnivoice_model, saved_voice, reference_text, whisper_model, reference_language, trim_silence,
                 save_as, reference_audio=None) -> io.NodeOutput:
-        loaded = omnivoice_model.ready()
-        name = save_as.strip()
-        if name and not _NAME.match(name):
-            raise InputError("save_as", "a plain name (letters, digits, space, _ . -)", repr(save_as))
+        loaded, _ = omnivoice_model.ready()
+        name = _save_name(save_as)
         if saved_voice and saved_voice != VOICE_NONE:
             path = voices_dir() / f"{saved_voice}{ov_prompt.FILE_SUFFIX}"
             if not path.is_file():
@@ -175,7 +176,7 @@ class BroadcastOmniVoiceSpeak(io.ComfyNode):
         return io.Schema(
             node_id="BroadcastOmniVoiceSpeak",
             display_name="Broadcast OmniVoice Speak",
-            category=f"{CATEGORY}/omnivoice",
+            category=CATEGORY,
             description="Speak clauses in the cloned voice; clauses are generated in sub-batches and joined at zero "
                         "crossings with equal-power crossfades (25 ms at ellipsis joins). Output is 24 kHz.",
             inputs=[
@@ -193,9 +194,11 @@ class BroadcastOmniVoiceSpeak(io.ComfyNode):
                 io.String.Input("language", default="en",
                                 tooltip="Language code or name of `text` (es, en, Spanish...). Used only with text."),
                 io.Combo.Input("preset", options=list(ov_speak.PRESETS) + ["custom"], default="upstream",
-                               tooltip="upstream: omnivoice's defaults (32 steps, t_shift 0.1, layer penalty 5). "
-                                       "posts: the broadcast posts' values (10 steps, t_shift 0.9, layer penalty "
-                                       "0.05). custom: the four values below."),
+                               tooltip="upstream: OmniVoice's own defaults (32 steps, t_shift 0.1, layer penalty "
+                                       "5), the most careful decoding. posts: a third of the steps with a later "
+                                       "time shift and a light layer penalty (10 steps, t_shift 0.9, layer penalty "
+                                       "0.05): about 3x faster, tuned on broadcast narration. custom: the four "
+                                       "values below."),
                 io.Int.Input("steps", default=s.num_step, min=1, max=128,
                              tooltip="Decoding steps (custom preset only). Fewer than 10 sounds raspy."),
                 io.Float.Input("guidance", default=s.guidance_scale, min=0.0, max=10.0, step=0.1,
@@ -226,10 +229,8 @@ class BroadcastOmniVoiceSpeak(io.ComfyNode):
         )
 
     @classmethod
-    def validate_inputs(cls, preset):  # only this input: 0.3.75 skips range checks of named/**kwargs inputs
-        if preset not in list(ov_speak.PRESETS) + ["custom"]:
-            return f"preset must be one of {', '.join(list(ov_speak.PRESETS) + ['custom'])}, got {preset!r}"
-        return True
+    def validate_inputs(cls, preset=None):  # only this input: 0.3.75 skips range checks of named/**kwargs inputs
+        return validate(("preset", preset, list(ov_speak.PRESETS) + ["custom"]))
 
     @classmethod
     def execute(cls, omnivoice_model, text, language, preset, steps, guidance, t_shift, layer_penalty,
@@ -246,7 +247,7 @@ class BroadcastOmniVoiceSpeak(io.ComfyNode):
                   "layer_penalty_factor": layer_penalty} if preset == "custom" else {}
         settings = ov_speak.SpeakSettings.from_preset(preset, speed=speed, seed=seed, trim_silence=trim_silence,
                                                       instruct=instruct or "", cadence=cadence or "none", **custom)
-        loaded = omnivoice_model.ready()
+        loaded, _ = omnivoice_model.ready()
         if voice_prompt is not None:
             ov_prompt.check_compatible(voice_prompt, loaded)
         result = ov_speak.speak(loaded, clauses, voice_prompt, settings, progress(len(clauses.sub_batches)))
@@ -257,13 +258,6 @@ class BroadcastOmniVoiceSpeak(io.ComfyNode):
                 f"voice {'cloned' if voice_prompt is not None else 'designed'}"
                 f"{', instruct ' + repr(ov_speak.resolve_instruct(instruct, cadence)) if (instruct or cadence != 'none') else ''}")
         return io.NodeOutput(make_audio(result.samples, result.sample_rate), info)
-
-
-def _save_name(save_as: str) -> str:
-    name = (save_as or "").strip()
-    if name and not _NAME.match(name):
-        raise InputError("save_as", "a plain name (letters, digits, space, _ . -)", repr(save_as))
-    return name
 
 
 class BroadcastVoiceMorph(io.ComfyNode):
@@ -291,17 +285,15 @@ class BroadcastVoiceMorph(io.ComfyNode):
         )
 
     @classmethod
-    def validate_inputs(cls, save_as=""):
-        if save_as and not _NAME.match(save_as.strip()):
-            return f"save_as must be a plain name (letters, digits, space, _ . -), got {save_as!r}"
-        return True
+    def validate_inputs(cls, save_as=None):
+        return validate(lambda: _save_name(save_as))
 
     @classmethod
     def execute(cls, omnivoice_model, voice_a, voice_b, weight, save_as) -> io.NodeOutput:
         from ..engines.omnivoice.morph import blend_prompts
 
         name = _save_name(save_as)
-        blend = blend_prompts(omnivoice_model.ready(), voice_a, voice_b, float(weight))
+        blend = blend_prompts(omnivoice_model.ready()[0], voice_a, voice_b, float(weight))
         if name:
             ov_prompt.save_prompt(blend, voices_dir() / f"{name}{ov_prompt.FILE_SUFFIX}")
         return io.NodeOutput(blend)
@@ -352,11 +344,7 @@ class BroadcastOmniVoiceDialogue(io.ComfyNode):
 
     @classmethod
     def validate_inputs(cls, preset=None, cadence=None):
-        if preset is not None and preset not in ov_speak.PRESETS:
-            return f"preset must be one of {', '.join(ov_speak.PRESETS)}, got {preset!r}"
-        if cadence is not None and cadence not in ov_speak.CADENCES:
-            return f"cadence must be one of {', '.join(ov_speak.CADENCES)}, got {cadence!r}"
-        return True
+        return validate(("preset", preset, ov_speak.PRESETS), ("cadence", cadence, ov_speak.CADENCES))
 
     @classmethod
     def execute(cls, omnivoice_model, script, speakers, language, preset, speed, seed, cadence, normalize, voseo,
@@ -368,7 +356,7 @@ class BroadcastOmniVoiceDialogue(io.ComfyNode):
 
         cast = dialogue.parse_cast(speakers)
         turns = dialogue.parse_script(script, cast)
-        loaded = omnivoice_model.ready()
+        loaded, _ = omnivoice_model.ready()
         voices = {}
         for tag, voice in cast.items():
             path = voices_dir() / f"{voice}{ov_prompt.FILE_SUFFIX}"

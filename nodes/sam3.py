@@ -8,7 +8,6 @@ model that needs the memory.
 """
 from __future__ import annotations
 
-import torch
 import transformers
 from comfy_api.latest import io
 
@@ -19,8 +18,8 @@ from ..engines.sam3.hf_video import (Sam3VideoBundle, TransformersSegmenter, che
 from ..engines.sam3.segmenter import MaskSettings
 from ..engines.sam3.video_mask import MAX_PROMPTS, OUTPUT_MODES, check_frames, parse_prompts, segment_video
 from . import types
-from .comfy_bridge import CATEGORY as PACK_CATEGORY
-from .comfy_bridge import ManagedModel, model_dir, model_names, progress
+from .comfy_bridge import ManagedModel, category, model_dir, model_names, progress
+from .inputs import LEGACY_NAMES, PRECISIONS, resolve_dtype, validate
 
 try:  # the family guard in __init__.py checks this first; kept for imports that bypass it
     check_transformers_version(transformers.__version__)
@@ -28,35 +27,15 @@ except RuntimeError as exc:
     raise ImportError(str(exc)) from None
 
 FAMILY = "sam3"
-CATEGORY = f"{PACK_CATEGORY}/sam3"
-DTYPES = ("auto", "float32", "bfloat16", "float16")
-_TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+CATEGORY = category("sam3")
 
 
 class Sam3Handle(ManagedModel):
     """What flows on a BROADCAST_SAM3_MODEL link: the loaded bundle behind ComfyUI's model management."""
 
     def __init__(self, bundle: Sam3VideoBundle, name: str):
-        super().__init__(bundle.model, name, wrap=True)
+        super().__init__(bundle.model, name, wrap=True, engine=bundle)
         self.bundle = bundle
-
-    def ready(self) -> torch.device:
-        """Load onto ComfyUI's compute device (others are offloaded if room is needed); return that device."""
-        return self.load(full=True)
-
-
-def _resolve_dtype(choice: str) -> torch.dtype:
-    """auto: bfloat16 where the compute device runs it well, else float16 there, else float32 (always on CPU)."""
-    if choice in _TORCH_DTYPES:
-        return _TORCH_DTYPES[choice]
-    import comfy.model_management as mm
-
-    device = mm.get_torch_device()
-    if mm.should_use_bf16(device):
-        return torch.bfloat16
-    if mm.should_use_fp16(device):
-        return torch.float16
-    return torch.float32
 
 
 def _mask_outputs() -> list:
@@ -84,30 +63,32 @@ class BroadcastSam3Loader(io.ComfyNode):
                 io.Combo.Input("model_name", options=model_names(FAMILY),
                                tooltip="A folder inside models/sam3 holding config.json, model.safetensors, "
                                        "processor_config.json and tokenizer.json (facebook/sam3, transformers files)."),
-                io.Combo.Input("dtype", options=list(DTYPES), default="auto",
-                               tooltip="Weights and compute precision. auto: bfloat16 on GPUs that run it well, else "
-                                       "float16 there, float32 on CPU."),
+                io.Combo.Input("dtype", options=list(PRECISIONS), default="auto",
+                               tooltip="Weights and compute precision. auto: bf16 on a GPU that runs it well, else "
+                                       "fp16 there, fp32 on the CPU."),
             ],
             outputs=[types.Sam3Model.Output("sam3_model", display_name="sam3_model",
                                             tooltip="The loaded model; connect to Broadcast Sam3 Video Mask.")],
         )
 
     @classmethod
-    def validate_inputs(cls, model_name, dtype):
-        if dtype not in DTYPES:
-            return f"dtype: expected one of {', '.join(DTYPES)}, got {dtype!r}."
+    def validate_inputs(cls, model_name=None, dtype=None):
         names = model_names(FAMILY)
-        if model_name not in names:
-            listing = ", ".join(names) if names else "none: models/sam3 holds no folder"
-            return f"model_name: expected a folder inside models/sam3 ({listing}), got {model_name!r}."
-        return True
+        listing = ", ".join(names) if names else "none: models/sam3 holds no folder"
+
+        def check_model():
+            if model_name is not None and model_name not in names:
+                raise InputError("model_name", f"a folder inside models/sam3 ({listing})", repr(model_name))
+
+        return validate(("dtype", dtype, PRECISIONS, LEGACY_NAMES), check_model)
 
     @classmethod
     def execute(cls, model_name, dtype) -> io.NodeOutput:
         import comfy.model_management as mm
 
         folder = model_dir(FAMILY, model_name)
-        bundle = load_sam3_video(folder, dtype=_resolve_dtype(dtype), device=mm.unet_offload_device())
+        bundle = load_sam3_video(folder, dtype=resolve_dtype(dtype, mm.get_torch_device(), "dtype"),
+                                 device=mm.unet_offload_device())
         return io.NodeOutput(Sam3Handle(bundle, model_name))
 
 
@@ -151,10 +132,8 @@ class BroadcastSam3VideoMask(io.ComfyNode):
         )
 
     @classmethod
-    def validate_inputs(cls, output_mode):
-        if output_mode not in OUTPUT_MODES:
-            return f"output_mode: expected one of {', '.join(OUTPUT_MODES)}, got {output_mode!r}."
-        return True
+    def validate_inputs(cls, output_mode=None):
+        return validate(("output_mode", output_mode, OUTPUT_MODES))
 
     @classmethod
     def execute(cls, sam3_model, images, prompts, detection_threshold, detect_interval, max_objects,
@@ -167,7 +146,7 @@ class BroadcastSam3VideoMask(io.ComfyNode):
                                 max_objects=int(max_objects), mask_threshold=float(mask_threshold),
                                 output_mode=output_mode)
         bar = progress(frames)
-        device = sam3_model.ready()
+        _, device = sam3_model.ready()
         try:
             segmenter = TransformersSegmenter(sam3_model.bundle, device=device, dtype=sam3_model.bundle.model.dtype)
             result = segment_video(segmenter, images, lines, settings, bar)
@@ -202,13 +181,8 @@ class BroadcastSam3TrackToMasks(io.ComfyNode):
         )
 
     @classmethod
-    def validate_inputs(cls, object_groups):
-        if isinstance(object_groups, str):
-            try:
-                core_track.parse_groups(object_groups)
-            except InputError as exc:
-                return str(exc)
-        return True
+    def validate_inputs(cls, object_groups=None):
+        return validate(lambda: not isinstance(object_groups, str) or core_track.parse_groups(object_groups))
 
     @classmethod
     def execute(cls, track_data, object_groups, threshold) -> io.NodeOutput:

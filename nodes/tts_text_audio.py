@@ -17,21 +17,22 @@ from ..engines.omnivoice import asr, master, verify
 from ..engines.omnivoice.normalize import DOLLARS, PESOS, NormalizeSettings, parse_glossary
 from ..engines.omnivoice.text import MAX_SUB_BATCH, MAX_WORDS, MIN_WORDS, prepare_text
 from . import types
-from .comfy_bridge import CATEGORY, progress
+from .comfy_bridge import category, progress
 from .tts_common import WHISPER_NONE, load_whisper, whisper_names
 
+CATEGORY = category("tts")
 LIPSYNC_RATE = 16000
 
 
 class BroadcastTextPrepare(io.ComfyNode):
-    """Script text -> clauses for OmniVoice, with the posts' splitting rules."""
+    """Script text -> clauses for OmniVoice: tags stripped, split at sentence ends, short fragments merged."""
 
     @classmethod
     def define_schema(cls):
         return io.Schema(
             node_id="BroadcastTextPrepare",
             display_name="Broadcast Text Prepare",
-            category=f"{CATEGORY}/tts",
+            category=CATEGORY,
             description="Strip [sfx:]/[tone:] tags, write figures, currency, dates, acronyms, brands, quotes and "
                         "symbols out as spoken words (Spanish and English), turn mid-sentence '...' into commas, split "
                         "at . ! ? (never at ¡ ¿), merge fragments under 3 words, cut clauses over 16 words at a "
@@ -49,7 +50,8 @@ class BroadcastTextPrepare(io.ComfyNode):
                              tooltip="Clauses with fewer words merge with a neighbour (OmniVoice buzzes on lone "
                                      "words). 1 keeps every clause."),
                 io.Int.Input("max_sub_batch", default=MAX_SUB_BATCH, min=1, max=16,
-                             tooltip="Clauses generated together in one batch (the posts use 4)."),
+                             tooltip="Clauses generated together in one batch: more is faster on a GPU and uses "
+                                     "more memory; 1 generates each clause alone."),
                 io.Boolean.Input("normalize", default=True, optional=True,
                                  tooltip="Write figures and symbols as a newsreader says them (Spanish and English): "
                                          "'42,5%' -> 'cuarenta y dos coma cinco por ciento', 'US$ 3,2 M' -> 'tres "
@@ -104,7 +106,7 @@ class BroadcastAudioMaster(io.ComfyNode):
         return io.Schema(
             node_id="BroadcastAudioMaster",
             display_name="Broadcast Audio Master",
-            category=f"{CATEGORY}/tts",
+            category=CATEGORY,
             description="Low-pass 9.6 kHz, de-ess 4.8-8.2 kHz, tame word-final /s/, loudness to a LUFS target "
                         "(gated BS.1770) landing within 0.3 LU after the true-peak limiter; also outputs 16 kHz mono for "
                         "lip sync, and the output's LUFS and true peak. Previews the result.",
@@ -172,7 +174,7 @@ class BroadcastSpeechVerify(io.ComfyNode):
         return io.Schema(
             node_id="BroadcastSpeechVerify",
             display_name="Broadcast Speech Verify",
-            category=f"{CATEGORY}/tts",
+            category=CATEGORY,
             description="Whisper transcript of the audio and word accuracy (1 - WER after normalisation) against "
                         "the expected text.",
             is_output_node=True,

@@ -12,10 +12,11 @@ from ..engines.common.prompt_graph import upstream_signature
 from ..engines.wardrobe import latentmask, maskcache, morphology, overlay, repaste, tokengrid
 from ..engines.wardrobe import crop as crop_engine
 from ..engines.wardrobe.checks import as_images, as_masks, check_same_masks
-from .comfy_bridge import CATEGORY, cache, progress
+from .comfy_bridge import cache, category, progress
+from .inputs import validate
 from .types import CropRecord
 
-CAT = f"{CATEGORY}/wardrobe"
+CATEGORY = category("wardrobe")
 GRID_CHOICES = ["auto (from vae)"] + list(tokengrid.PRESETS)
 
 
@@ -29,7 +30,7 @@ class BroadcastMaskShield(io.ComfyNode):
     @classmethod
     def define_schema(cls):
         return io.Schema(
-            node_id="BroadcastMaskShield", display_name="Broadcast Mask Shield", category=CAT,
+            node_id="BroadcastMaskShield", display_name="Broadcast Mask Shield", category=CATEGORY,
             description="Sampler-side mask: dilate by r, shrink by s, threshold. Never feed it to a compositor.",
             inputs=[
                 io.Mask.Input("mask", tooltip="Garment mask sequence (after the crop), 0..1."),
@@ -55,7 +56,7 @@ class BroadcastPixelMaskRefine(io.ComfyNode):
     @classmethod
     def define_schema(cls):
         return io.Schema(
-            node_id="BroadcastPixelMaskRefine", display_name="Broadcast Pixel Mask Refine", category=CAT,
+            node_id="BroadcastPixelMaskRefine", display_name="Broadcast Pixel Mask Refine", category=CATEGORY,
             description="Pixel-accurate compositor mask: signed expand, inward feather, fill holes (off by default).",
             inputs=[
                 io.Mask.Input("mask", tooltip="Pixel-accurate garment mask sequence."),
@@ -84,7 +85,7 @@ class BroadcastMaskGrow(io.ComfyNode):
     @classmethod
     def define_schema(cls):
         return io.Schema(
-            node_id="BroadcastMaskGrow", display_name="Broadcast Mask Grow", category=CAT,
+            node_id="BroadcastMaskGrow", display_name="Broadcast Mask Grow", category=CATEGORY,
             description="Grow (or shrink) a mask sequence, tapered (round) or square corners.",
             inputs=[
                 io.Mask.Input("mask", tooltip="Mask sequence, e.g. the hands."),
@@ -107,7 +108,7 @@ class BroadcastMaskCombine(io.ComfyNode):
     @classmethod
     def define_schema(cls):
         return io.Schema(
-            node_id="BroadcastMaskCombine", display_name="Broadcast Mask Combine", category=CAT,
+            node_id="BroadcastMaskCombine", display_name="Broadcast Mask Combine", category=CATEGORY,
             description="Pixelwise a - b (clamped), union or intersection of two mask sequences.",
             inputs=[
                 io.Mask.Input("mask_a", tooltip="First mask sequence (e.g. the garment)."),
@@ -119,10 +120,8 @@ class BroadcastMaskCombine(io.ComfyNode):
         )
 
     @classmethod
-    def validate_inputs(cls, operation):
-        if operation is not None and operation not in ("subtract", "union", "intersect"):
-            return f"operation must be subtract, union or intersect, got {operation!r}"
-        return True
+    def validate_inputs(cls, operation=None):
+        return validate(("operation", operation, ("subtract", "union", "intersect")))
 
     @classmethod
     def execute(cls, mask_a, mask_b, operation) -> io.NodeOutput:
@@ -137,7 +136,7 @@ class BroadcastSubjectCrop(io.ComfyNode):
     @classmethod
     def define_schema(cls):
         return io.Schema(
-            node_id="BroadcastSubjectCrop", display_name="Broadcast Subject Crop", category=CAT,
+            node_id="BroadcastSubjectCrop", display_name="Broadcast Subject Crop", category=CATEGORY,
             description="Crop frames to the garment box (one size for the clip); outputs crops, crop mask, record.",
             inputs=[
                 io.Image.Input("images", tooltip="Source frames."),
@@ -170,10 +169,8 @@ class BroadcastSubjectCrop(io.ComfyNode):
         )
 
     @classmethod
-    def validate_inputs(cls, mode):
-        if mode is not None and mode not in ("fixed", "tracked"):
-            return f"mode must be fixed or tracked, got {mode!r}"
-        return True
+    def validate_inputs(cls, mode=None):
+        return validate(("mode", mode, ("fixed", "tracked")))
 
     @classmethod
     def execute(cls, images, mask, padding, multiple, mode, smooth_frames, upscale_to, feather) -> io.NodeOutput:
@@ -191,7 +188,7 @@ class BroadcastLatentInpaintMask(io.ComfyNode):
     @classmethod
     def define_schema(cls):
         return io.Schema(
-            node_id="BroadcastLatentInpaintMask", display_name="Broadcast Latent Inpaint Mask", category=CAT,
+            node_id="BroadcastLatentInpaintMask", display_name="Broadcast Latent Inpaint Mask", category=CATEGORY,
             description="Sets the LATENT's noise mask on the model's token grid (VAE stride x patch, VAE frame "
                         "groups). The grid never leaves the LATENT as a MASK.",
             inputs=[
@@ -223,12 +220,8 @@ class BroadcastLatentInpaintMask(io.ComfyNode):
         )
 
     @classmethod
-    def validate_inputs(cls, grid, audio):
-        if grid is not None and grid not in GRID_CHOICES:
-            return f"grid must be one of {', '.join(GRID_CHOICES)}, got {grid!r}"
-        if audio is not None and audio not in ("keep", "regenerate"):
-            return f"audio must be keep or regenerate, got {audio!r}"
-        return True
+    def validate_inputs(cls, grid=None, audio=None):
+        return validate(("grid", grid, GRID_CHOICES), ("audio", audio, ("keep", "regenerate")))
 
     @classmethod
     def execute(cls, latent, mask, grid, patch_size, coverage, audio, vae=None, source_latent=None,
@@ -257,7 +250,7 @@ class BroadcastSubjectUncrop(io.ComfyNode):
     @classmethod
     def define_schema(cls):
         return io.Schema(
-            node_id="BroadcastSubjectUncrop", display_name="Broadcast Subject Uncrop", category=CAT,
+            node_id="BroadcastSubjectUncrop", display_name="Broadcast Subject Uncrop", category=CATEGORY,
             description="Puts inpainted crops back with the crop record's pixel mask; pixels outside it stay the "
                         "source, bit for bit.",
             inputs=[
@@ -281,7 +274,7 @@ class BroadcastRepasteLayer(io.ComfyNode):
     @classmethod
     def define_schema(cls):
         return io.Schema(
-            node_id="BroadcastRepasteLayer", display_name="Broadcast Repaste Layer", category=CAT,
+            node_id="BroadcastRepasteLayer", display_name="Broadcast Repaste Layer", category=CATEGORY,
             description="Pastes the source's protected pixels (hands) over the result; protected pixels equal "
                         "the source exactly.",
             inputs=[
@@ -311,7 +304,7 @@ class BroadcastMaskSequenceCache(io.ComfyNode):
     @classmethod
     def define_schema(cls):
         return io.Schema(
-            node_id="BroadcastMaskSequenceCache", display_name="Broadcast Mask Sequence Cache", category=CAT,
+            node_id="BroadcastMaskSequenceCache", display_name="Broadcast Mask Sequence Cache", category=CATEGORY,
             description="Stores masks by a hash of the frames, the prompt and every setting of the nodes feeding "
                         "the mask inputs; on a hit those nodes (the segmenter) are never evaluated.",
             inputs=[
@@ -335,10 +328,8 @@ class BroadcastMaskSequenceCache(io.ComfyNode):
         )
 
     @classmethod
-    def validate_inputs(cls, mode):
-        if mode is not None and mode not in ("use cache", "refresh"):
-            return f"mode must be 'use cache' or 'refresh', got {mode!r}"
-        return True
+    def validate_inputs(cls, mode=None):
+        return validate(("mode", mode, ("use cache", "refresh")))
 
     @classmethod
     def _key(cls, images, prompt):
@@ -382,7 +373,7 @@ class BroadcastMaskCheckPreview(io.ComfyNode):
     @classmethod
     def define_schema(cls):
         return io.Schema(
-            node_id="BroadcastMaskCheckPreview", display_name="Broadcast Mask Check Preview", category=CAT,
+            node_id="BroadcastMaskCheckPreview", display_name="Broadcast Mask Check Preview", category=CATEGORY,
             description="Overlay video: token-grid mask (blue), pixel mask (green), protected pixels (red), plus a "
                         "report.",
             inputs=[

@@ -12,7 +12,9 @@ from comfy_api.latest import io
 from ..engines.common.errors import InputError
 from ..engines.wardrobe import vace
 from ..engines.wardrobe.checks import as_masks
-from .comfy_bridge import CATEGORY, progress
+from .comfy_bridge import category, progress
+
+CATEGORY = category("wardrobe")
 
 
 def _last_vace_mask(conditioning, input_name: str):
@@ -49,7 +51,7 @@ class BroadcastVaceSamplerMask(io.ComfyNode):
         return io.Schema(
             node_id="BroadcastVaceSamplerMask",
             display_name="Broadcast Vace Sampler Mask",
-            category=f"{CATEGORY}/wardrobe",
+            category=CATEGORY,
             description="Sampler-side mask for Wan 2.1 VACE: per latent frame, the union of its pixel frames "
                         "snapped to 16x16 tokens, written into the conditioning (never a MASK output).",
             inputs=[
@@ -81,39 +83,12 @@ class BroadcastVaceSamplerMask(io.ComfyNode):
         if _last_vace_mask(negative, "negative") != shape:
             raise InputError("negative", f"conditioning from the same WanVaceToVideo node as positive (vace mask "
                              f"{list(shape)})", f"vace mask {list(_last_vace_mask(negative, 'negative'))}")
-        _, _, slots, h_lat, w_lat = shape
         samples = latent.get("samples") if isinstance(latent, dict) else None
-        if samples is None or samples.dim() != 5 or tuple(samples.shape[2:]) != (slots, h_lat, w_lat):
-            raise InputError("latent", f"WanVaceToVideo's latent, [batch, 16, {slots}, {h_lat}, {w_lat}]",
-                             str(list(samples.shape)) if samples is not None else "no samples")
-        if trim_latent >= slots:
-            raise InputError("trim_latent", f"fewer reference slots than the {slots} latent frames", str(trim_latent),
-                             "Connect WanVaceToVideo's trim_latent output.")
-        latent_frames = slots - trim_latent
-        sampler_mask = as_masks(sampler_mask, "sampler_mask")
-        n, height, width = sampler_mask.shape
-        if (height, width) != (h_lat * vace.VAE_STRIDE, w_lat * vace.VAE_STRIDE):
-            raise InputError("sampler_mask", f"frames of WanVaceToVideo's size {w_lat * vace.VAE_STRIDE}x"
-                             f"{h_lat * vace.VAE_STRIDE}", f"{width}x{height}",
-                             "Connect Subject Crop's width and height outputs to WanVaceToVideo.")
-        if vace.decoded_frame_count(latent_frames) < n:
-            # The VAE would decode fewer frames than the clip has: the last ones would be lost, not regenerated.
-            raise InputError("sampler_mask", f"at most {vace.decoded_frame_count(latent_frames)} frames (WanVaceToVideo"
-                             f"'s length makes {latent_frames} latent frames, which decode to that many)",
-                             f"{n} frames", f"Set WanVaceToVideo's length to {vace.padded_length(n)} (the frame count "
-                             "rounded up to 4k+1); Image From Batch trims the padding after decoding.")
-        if vace.padded_length(n) < vace.decoded_frame_count(latent_frames):
-            # More latent frames than the clip fills: whole groups of frames would be invented, then trimmed away.
-            raise InputError("sampler_mask", f"about {vace.decoded_frame_count(latent_frames)} frames (WanVaceToVideo"
-                             f"'s length makes {latent_frames} latent frames)", f"{n} frames",
-                             f"Set WanVaceToVideo's length to {vace.padded_length(n)}.")
-
-        unions = vace.token_unions(sampler_mask, latent_frames, input_name="sampler_mask",
-                                   progress=progress(latent_frames))
-        mask = vace.vace_mask(unions, trim_latent)
+        mask, noise = vace.sampler_masks(shape, samples, int(trim_latent), as_masks(sampler_mask, "sampler_mask"),
+                                         bool(set_noise_mask), progress(1))
         latent_out = dict(latent)
-        if set_noise_mask:
-            latent_out["noise_mask"] = vace.noise_mask(unions, trim_latent)
+        if noise is not None:
+            latent_out["noise_mask"] = noise
         return io.NodeOutput(_with_vace_mask(positive, mask), _with_vace_mask(negative, mask), latent_out)
 
 

@@ -24,7 +24,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:  # also when run as a script
     sys.path.insert(0, str(REPO_ROOT))
 
-from engines.export import AudioTrack, EncodeSettings, VideoWriter  # noqa: E402
+from engines.export import AudioTrack, EncodeSettings, write_stream  # noqa: E402
 
 SAMPLE_NAME = "broadcast_sample.mp4"
 
@@ -127,10 +127,9 @@ def make_sample_clip(path: os.PathLike | str, *, width: int = 256, height: int =
     audio, envelope = voice_like(seconds, sample_rate)
     count = int(round(seconds * fps))
     settings = EncodeSettings(encoder="x264", preset="veryfast", quality=18)
-    with VideoWriter(path, fps, settings=settings, audio=AudioTrack.from_array(audio, sample_rate)) as writer:
-        for start in range(0, count, 24):
-            n = min(24, count - start)
-            writer.write(presenter_frames(width, height, fps, envelope, sample_rate, n, first=start))
+    chunks = (presenter_frames(width, height, fps, envelope, sample_rate, min(24, count - start), first=start)
+              for start in range(0, count, 24))
+    write_stream(path, fps, chunks, audio=AudioTrack.from_array(audio, sample_rate), settings=settings)
     return Path(path)
 
 

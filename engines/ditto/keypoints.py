@@ -14,6 +14,8 @@ from typing import Optional
 
 import numpy as np
 
+from ..common.loop_modes import loop_index
+
 EYE_KPS = (11, 13, 15, 16, 18)
 LIP_KPS = (6, 12, 14, 17, 19, 20)
 KEYS = ("scale", "pitch", "yaw", "roll", "t", "exp")
@@ -83,18 +85,13 @@ class DriveSettings:
     delta_roll: float = 0.0
     blink_open_frames: int = -1              # -1 no template blinks, 0 random gaps, >0 fixed gap (frames)
     relative: bool = True
-    loop_mode: str = "mirror"                # "mirror" (upstream ping-pong) or "wrap"
+    loop_mode: str = "ping-pong"             # engines.common.loop_modes: "ping-pong" (upstream's mirror) or "wrap"
     seed: int = 0
 
 
 def source_index(n_out: int, n_src: int, loop_mode: str) -> np.ndarray:
-    i = np.arange(n_out)
-    return mirror_index_np(i, n_src) if loop_mode == "mirror" else i % n_src
-
-
-def mirror_index_np(i: np.ndarray, n: int) -> np.ndarray:
-    turn, rest = np.divmod(i, n)
-    return np.where(turn % 2 == 0, rest, n - rest - 1)
+    """Avatar frame per output frame; Ditto's ping-pong shows each end frame twice, as upstream's mirror does."""
+    return loop_index(np.arange(n_out), n_src, loop_mode, hold_ends=True)
 
 
 def driven_keypoints(motion: np.ndarray, info: dict, settings: DriveSettings,

@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from ..common.errors import InputError
+from ..common.loop_modes import loop_index
 from ..common.progress import Progress, ensure
 from . import diffusion
 
@@ -36,8 +37,7 @@ def emotion_vector(label: int) -> np.ndarray:
 
 def mirror_index(i: np.ndarray, n: int) -> np.ndarray:
     """Ping-pong over n frames (0..n-1, n-1..0, ...), upstream's way of looping a source video."""
-    turn, rest = np.divmod(i, n)
-    return np.where(turn % 2 == 0, rest, n - rest - 1)
+    return loop_index(i, n, "ping-pong", hold_ends=True)
 
 
 def source_motion(info: dict, frame: int = 0) -> np.ndarray:
@@ -103,6 +103,19 @@ class MotionSettings:
     eye_f0_mode: bool = False
     savgol_window: int = 0
     guidance: float = 2.0
+
+    @classmethod
+    def from_config(cls, defaults: dict, *, steps: int, seed: int, emotion: str,
+                    pose_smoothing: int = 0) -> "MotionSettings":
+        """The user's choices plus what the release's config fixes: the window overlap (`overlap_v2`), upstream's
+        mean smoothing (`smo_k_d`) and the keypoint-condition fixing (`fix_kp_cond`, `fix_kp_cond_dim`)."""
+        if emotion not in EMOTIONS:
+            raise InputError("emotion", f"one of {', '.join(EMOTIONS)}", repr(emotion))
+        dims = defaults.get("fix_kp_cond_dim")
+        return cls(steps=int(steps), seed=int(seed), emotion=EMOTIONS.index(emotion),
+                   overlap=int(defaults["overlap_v2"]), smooth_k=int(defaults["smo_k_d"]),
+                   fix_kp_cond=int(defaults.get("fix_kp_cond") or 0), fix_kp_cond_dims=tuple(dims) if dims else None,
+                   savgol_window=int(pose_smoothing))
 
 
 def generate(lmdm, features: np.ndarray, info: dict, settings: MotionSettings,

@@ -14,14 +14,21 @@ import torch
 
 from ..common.cache import ContentCache, content_hash
 from ..common.fingerprint import file_fingerprint
+from ..common.frames import collect_frames
+from ..common.precision import dtype_for
 from ..common.onnx import onnx_session
 from ..common.errors import InputError
 from ..common.progress import Progress
-from . import audio_features as af
-from . import avatar as av
-from . import keypoints as kps
-from . import motion as mo
-from . import render as rd
+from .audio_features import HubertRunner, check_length, frame_rms
+from .audio_features import audio_features as hubert_features
+from .avatar import Avatar, AvatarSettings, frames_to_uint8
+from .avatar import prepare as load_or_register
+from .avatar import register as register_avatar
+from .keypoints import DriveSettings, driven_keypoints
+from .motion import EMOTIONS, MotionSettings
+from .motion import generate as generate_motion
+from .render import RenderSettings
+from .render import render as render_chunks
 from .face import FaceLandmarker
 from .loader import DittoFiles, load_networks, resolve_files
 
@@ -43,66 +50,83 @@ class MotionSequence:
 
 
 class DittoPipeline:
+    # The renderer's autocast dtypes (the motion model always runs in fp32); fp16 only on a CUDA GPU.
+    PRECISIONS = ("fp32", "fp16", "bf16")
+
     def __init__(self, folder: Path, device: torch.device = torch.device("cpu"), precision: str = "fp32",
                  input_name: str = "model_name"):
-        if precision not in ("fp32", "fp16"):
-            raise InputError("precision", "fp32 or fp16", repr(precision))
+        if precision not in self.PRECISIONS:
+            raise InputError("precision", f"one of {', '.join(self.PRECISIONS)}", repr(precision))
         if precision == "fp16" and torch.device(device).type != "cuda":
-            raise InputError("precision", "fp32 on the CPU (fp16 is for a CUDA GPU)", f"fp16 on {device}")
+            raise InputError("precision", "fp32 or bf16 on the CPU (fp16 is for a CUDA GPU)", f"fp16 on {device}")
         self.files: DittoFiles = resolve_files(Path(folder), input_name)
         self.config = self.files.config
         self.device = torch.device(device)
-        self.dtype = torch.float16 if precision == "fp16" else torch.float32
+        self.dtype = dtype_for(precision)
         self.nets = load_networks(self.files, input_name)
         sessions = {k: onnx_session(p, self.device) for k, p in self.files.aux.items()}
-        self.hubert = af.HubertRunner(sessions["hubert_cfg"])
+        self.hubert = HubertRunner(sessions["hubert_cfg"])
         self.landmarker = FaceLandmarker(sessions["insightface_det_cfg"], sessions["landmark106_cfg"],
                                          sessions["landmark203_cfg"])
         self.fingerprint = file_fingerprint(list(self.files.weights.values()) + list(self.files.aux.values()))
 
     # -- stages ------------------------------------------------------------------------------------------------------
-    def prepare_avatar(self, images: torch.Tensor, settings: av.AvatarSettings, cache: Optional[ContentCache],
-                       progress: Optional[Progress] = None) -> tuple[av.Avatar, bool]:
-        frames = av.frames_to_uint8(images)
+    def prepare_avatar(self, images: torch.Tensor, settings: AvatarSettings, cache: Optional[ContentCache],
+                       progress: Optional[Progress] = None) -> tuple[Avatar, bool]:
+        frames = frames_to_uint8(images)
 
         def build():
-            return av.register(frames, self.landmarker, self.nets.appearance, self.nets.motion_extractor, settings,
+            return register_avatar(frames, self.landmarker, self.nets.appearance, self.nets.motion_extractor, settings,
                                self.device, torch.float32, progress)
 
-        return av.prepare(frames, settings, cache, self.fingerprint, build)
+        return load_or_register(frames, settings, cache, self.fingerprint, build)
 
     def audio_features(self, audio16k: np.ndarray, cache: Optional[ContentCache],
                        progress: Optional[Progress] = None) -> np.ndarray:
-        af.check_length(audio16k)
+        check_length(audio16k)
         key = content_hash("ditto-hubert", FEATURES_VERSION, audio16k, self.fingerprint)
         if cache is not None:
             entry = cache.load(FEATURES_NAMESPACE, key, FEATURES_VERSION)
             if entry is not None:
                 return entry.tensors["features"].numpy()
-        feats = af.audio_features(self.hubert, audio16k, progress)
+        feats = hubert_features(self.hubert, audio16k, progress)
         if cache is not None:
             cache.store(FEATURES_NAMESPACE, key, FEATURES_VERSION, {"features": torch.from_numpy(feats)},
                         {"frames": len(feats)})
         return feats
 
-    def motion(self, avatar: av.Avatar, features: np.ndarray, settings: mo.MotionSettings,
-               drive: kps.DriveSettings, audio16k: Optional[np.ndarray] = None,
+    def motion_settings(self, *, steps: int, seed: int, emotion: str, pose_smoothing: int = 0) -> MotionSettings:
+        """Motion settings from the user's choices and this release's config (`MotionSettings.from_config`)."""
+        return MotionSettings.from_config(self.config.defaults, steps=steps, seed=seed, emotion=emotion,
+                                             pose_smoothing=pose_smoothing)
+
+    def motion(self, avatar: Avatar, features: np.ndarray, settings: MotionSettings,
+               drive: DriveSettings, audio16k: Optional[np.ndarray] = None,
                progress: Optional[Progress] = None) -> MotionSequence:
         v_clip = self.config.defaults.get("v_min_max_for_clip")
-        seq = mo.generate(self.nets.lmdm, features, avatar.info, settings,
+        seq = generate_motion(self.nets.lmdm, features, avatar.info, settings,
                           None if v_clip is None else np.asarray(v_clip, np.float32), self.device, torch.float32,
                           progress)
         blink = self.config.defaults.get("delta_eye_arr")
-        src, kp = kps.driven_keypoints(seq, avatar.info, drive, None if blink is None else np.asarray(blink, np.float32))
+        src, kp = driven_keypoints(seq, avatar.info, drive, None if blink is None else np.asarray(blink, np.float32))
         return MotionSequence(seq, src, kp, avatar.key, audio16k, settings={"steps": settings.steps, "seed": settings.seed,
-                                                                 "emotion": mo.EMOTIONS[settings.emotion]})
+                                                                 "emotion": EMOTIONS[settings.emotion]})
 
-    def render(self, avatar: av.Avatar, motion: MotionSequence, settings: rd.RenderSettings,
-               progress: Optional[Progress] = None) -> Iterator[tuple[int, torch.Tensor]]:
+    def render(self, avatar: Avatar, motion: MotionSequence, settings: RenderSettings,
+               progress: Optional[Progress] = None) -> Iterator[torch.Tensor]:
+        """The talking head as a generator of full-size frame chunks ``[b, H, W, 3]`` float32, in order (feed it to
+        `write_stream`, or `render_frames` for the whole clip)."""
         if motion.avatar_key != avatar.key:
             raise InputError("motion", "a motion sequence made for this avatar (same Ditto Avatar node output)",
                              "one made for a different avatar", "Feed the Motion and Render nodes the same avatar.")
         audio16k = motion.audio16k
-        rms = None if audio16k is None else af.frame_rms(audio16k, len(motion.kp_driven))
-        return rd.render(self.nets, avatar, motion.source_index, motion.kp_driven, rms, settings, self.device,
+        rms = None if audio16k is None else frame_rms(audio16k, len(motion.kp_driven))
+        return render_chunks(self.nets, avatar, motion.source_index, motion.kp_driven, rms, settings, self.device,
                          self.dtype, progress)
+
+    def render_frames(self, avatar: Avatar, motion: MotionSequence, settings: RenderSettings,
+                      progress: Optional[Progress] = None) -> torch.Tensor:
+        """The whole clip ``[N, H, W, 3]`` float32: `render`'s chunks in one preallocated tensor."""
+        w, h = avatar.size
+        return collect_frames(self.render(avatar, motion, settings, progress), len(motion.kp_driven), (h, w, 3),
+                              torch.float32)

@@ -32,8 +32,10 @@ class RenderSettings:
 
 
 def _autocast(device: torch.device, dtype: torch.dtype):
-    if device.type == "cuda" and dtype == torch.float16:
-        return torch.autocast("cuda", dtype=torch.float16)
+    if device.type == "cuda" and dtype in (torch.float16, torch.bfloat16):
+        return torch.autocast("cuda", dtype=dtype)
+    if device.type == "cpu" and dtype == torch.bfloat16:    # the GPU's bf16 path, testable without a GPU
+        return torch.autocast("cpu", dtype=torch.bfloat16)
     return contextlib.nullcontext()
 
 
@@ -59,8 +61,8 @@ class CropRenderer:
 
 def render(nets, avatar, source_index: np.ndarray, kp_driven: np.ndarray, rms: Optional[np.ndarray],
            settings: RenderSettings, device: torch.device, dtype: torch.dtype = torch.float32,
-           progress: Optional[Progress] = None) -> Iterator[tuple[int, torch.Tensor]]:
-    """Yield (first frame index, frames (b, H, W, 3) float32 on CPU) in order until every frame is out."""
+           progress: Optional[Progress] = None) -> Iterator[torch.Tensor]:
+    """Yield frame chunks (b, H, W, 3) float32 on the CPU, in order, until every frame is out."""
     progress = ensure(progress)
     n = len(kp_driven)
     if not 1 <= settings.stride <= 3:
@@ -95,7 +97,7 @@ def render(nets, avatar, source_index: np.ndarray, kp_driven: np.ndarray, rms: O
                 w = torch.from_numpy(weights[sel]).to(device).view(-1, 1, 1, 1)
                 base = out[act]
                 out[act] = base + w * (composed - base)
-            yield int(idx[0]), out.cpu()
+            yield out.cpu()
             progress.step(len(idx))
             emitted = int(idx[-1]) + 1
 

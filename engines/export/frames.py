@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from ..common.errors import InputError
+from ..common.images import RGB_OR_RGBA, check_image_batch
 
 # Float scratch per GPU conversion step (~3 frames of 1080x1920 float32): bounds memory, keeps torch calls large.
 SCRATCH_BYTES = 64 * 1024 * 1024
@@ -46,20 +47,10 @@ NAN_CASTS_TO_ZERO = _nan_casts_to_zero()
 
 def check_chunk(frames: Any, input_name: str = "images") -> torch.Tensor | np.ndarray:
     """Validate one chunk and return it as `[N, H, W, 3]` (a view where possible, never a copy of the data)."""
-    if isinstance(frames, np.ndarray):
-        arr = frames
-    elif isinstance(frames, torch.Tensor):
-        arr = frames.detach()
-    else:
-        raise InputError(input_name, "frames as a tensor or array of shape [frames, height, width, 3]",
-                         type(frames).__name__)
-    if arr.ndim == 3:
-        arr = arr[None]
-    if arr.ndim != 4 or arr.shape[-1] not in (3, 4):
-        raise InputError(input_name, "frames of shape [frames, height, width, 3] (RGB) or [..., 4] (RGBA)",
-                         f"shape {tuple(arr.shape)}")
-    if arr.shape[1] < 2 or arr.shape[2] < 2:
-        raise InputError(input_name, "frames at least 2x2 pixels", f"{arr.shape[2]}x{arr.shape[1]}")
+    arr = frames.detach() if isinstance(frames, torch.Tensor) else frames
+    if isinstance(arr, (torch.Tensor, np.ndarray)) and arr.ndim == 4 and arr.shape[0] == 0:
+        return arr[..., :3]          # an empty chunk is allowed: the writer skips it
+    arr = check_image_batch(arr, input_name, channels=RGB_OR_RGBA, single_frame=True, min_size=2)
     dtype_ok = (arr.dtype in (np.uint8, np.float16, np.float32, np.float64) if isinstance(arr, np.ndarray)
                 else arr.dtype in (torch.uint8, torch.float16, torch.bfloat16, torch.float32, torch.float64))
     if not dtype_ok:

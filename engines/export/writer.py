@@ -22,11 +22,11 @@ import os
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import Any, Iterable, Iterator, Mapping, Optional
 
 from ..common.errors import InputError
 from ..common.progress import Progress, ensure
-from . import settings as S
+from . import settings as encode_settings
 from .audio_track import AudioMuxer, AudioTrack, planned_frames, target_samples
 from .encoders import Probe, choose_encoder, warn_fallback
 from .frames import DeviceYUV, HostRGB, check_chunk, is_on_gpu, yuv_format
@@ -65,7 +65,7 @@ class ExportResult:
 
     def summary(self) -> str:
         parts = [f"{self.path.name}: {self.frames} frames {self.width}x{self.height} at {self.fps:g} fps "
-                 f"({self.video_seconds:.2f} s), {self.encoder} {self.pix_fmt}, {S.COLOUR_DESCRIPTION}"]
+                 f"({self.video_seconds:.2f} s), {self.encoder} {self.pix_fmt}, {encode_settings.COLOUR_DESCRIPTION}"]
         if self.fallback:
             parts.append(f"fallback: {self.fallback}")
         if self.padded:
@@ -96,15 +96,16 @@ class VideoWriter:
             "device" (the torch converter even for CPU frames).
     """
 
-    def __init__(self, path: os.PathLike | str, fps: float, *, settings: Optional[S.EncodeSettings] = None,
+    def __init__(self, path: os.PathLike | str, fps: float, *,
+                 settings: Optional[encode_settings.EncodeSettings] = None,
                  audio: Optional[AudioTrack] = None, audio_mode: str = "match_video",
                  progress: Optional[Progress] = None, metadata: Optional[Mapping[str, Any]] = None,
                  probe: Optional[Probe] = None, conversion: str = "auto"):
         self.path = Path(path)
-        self.rate = S.frame_rate(fps)
-        self.settings = (settings or S.EncodeSettings()).check()
-        if audio_mode not in S.AUDIO_MODES:
-            raise InputError("audio_mode", f"one of {', '.join(S.AUDIO_MODES)}", repr(audio_mode))
+        self.rate = encode_settings.frame_rate(fps)
+        self.settings = (settings or encode_settings.EncodeSettings()).check()
+        if audio_mode not in encode_settings.AUDIO_MODES:
+            raise InputError("audio_mode", f"one of {', '.join(encode_settings.AUDIO_MODES)}", repr(audio_mode))
         if conversion not in ("auto", "swscale", "device"):
             raise InputError("conversion", "auto, swscale or device", repr(conversion))
         self.audio = audio
@@ -242,7 +243,8 @@ class VideoWriter:
         self._converter = DeviceYUV(bit_depth) if device_route else HostRGB(bit_depth)
         host_format = yuv_format(bit_depth) if device_route else None
         choice = choose_encoder(self.settings.encoder, bit_depth, self.probe)
-        requested = S.ENCODERS.get(self.settings.encoder, "h264_nvenc" if bit_depth == 8 else "hevc_nvenc")
+        requested = encode_settings.ENCODERS.get(self.settings.encoder,
+                                                 "h264_nvenc" if bit_depth == 8 else "hevc_nvenc")
         if choice.skipped_reason:
             self._fallback = warn_fallback(requested, choice.codec, choice.skipped_reason)
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -269,7 +271,7 @@ class VideoWriter:
             raise InputError("images", f"frames at least {X265_MIN_SIZE}x{X265_MIN_SIZE} for x265/HEVC",
                              f"{width}x{height}", "Use encoder x264 for frames this small.")
 
-        plan = S.codec_plan(codec, self.settings, self.rate, host_format)
+        plan = encode_settings.codec_plan(codec, self.settings, self.rate, host_format)
         # use_metadata_tags keeps free-form keys (ComfyUI's "prompt"/"workflow", so the file loads back as a workflow).
         flags = ("+faststart" if self.settings.faststart else "") + ("+use_metadata_tags" if self.metadata else "")
         container = av.open(str(self.tmp), "w", format="mp4", options={"movflags": flags} if flags else {})
@@ -282,10 +284,10 @@ class VideoWriter:
         ctx = stream.codec_context
         ctx.gop_size = plan.gop
         ctx.thread_type = "AUTO"  # frame + slice threads, as the ffmpeg CLI does: ~8% faster than PyAV's default
-        ctx.colorspace = S.COLORSPACE_SMPTE170M
-        ctx.color_range = S.COLOR_RANGE_MPEG
-        ctx.color_primaries = S.COLOR_PRIMARIES_BT709
-        ctx.color_trc = S.COLOR_TRC_BT709
+        ctx.colorspace = encode_settings.COLORSPACE_SMPTE170M
+        ctx.color_range = encode_settings.COLOR_RANGE_MPEG
+        ctx.color_primaries = encode_settings.COLOR_PRIMARIES_BT709
+        ctx.color_trc = encode_settings.COLOR_TRC_BT709
         stream.options = plan.options
         self._stream = stream
         if self.audio is not None:
@@ -308,8 +310,8 @@ class VideoWriter:
             frame = self._reformatter.reformat(frame, format=self._stream.codec_context.pix_fmt,
                                                dst_colorspace=Colorspace.ITU601, dst_color_range=ColorRange.MPEG,
                                                interpolation=Interpolation.AREA, threads=0)
-        frame.colorspace = S.COLORSPACE_SMPTE170M
-        frame.color_range = S.COLOR_RANGE_MPEG
+        frame.colorspace = encode_settings.COLORSPACE_SMPTE170M
+        frame.color_range = encode_settings.COLOR_RANGE_MPEG
         frame.pts = self._frames
         self._container.mux(self._stream.encode(frame))
         self._frames += 1
@@ -320,3 +322,27 @@ class VideoWriter:
             return
         video_samples = int(self._frames * self.audio.sample_rate / self.rate)
         self._audio_mux.feed_until(min(video_samples, self.audio.length))
+
+
+def split_frames(frames: Any, size: int) -> Iterator[Any]:
+    """`frames` ``[N, ...]`` as views of at most `size` frames each (a batch held whole, fed as chunks)."""
+    for start in range(0, int(frames.shape[0]), max(1, int(size))):
+        yield frames[start:start + size]
+
+
+def write_stream(path: os.PathLike | str, fps: float, chunks: Iterable[Any], *, audio: Optional[AudioTrack] = None,
+                 settings: Optional[encode_settings.EncodeSettings] = None, audio_mode: str = "match_video",
+                 progress: Optional[Progress] = None, metadata: Optional[Mapping[str, Any]] = None,
+                 **writer_options: Any) -> ExportResult:
+    """The one way the pack writes a clip: encode every chunk `chunks` yields (``[N, H, W, 3|4]``, uint8 or float,
+    CPU or GPU) with `audio`, in one pass, into `path`; return what was written.
+
+    A renderer passes its generator of frame chunks, so no more than one chunk exists at a time; a node holding a
+    whole batch passes ``split_frames(images, n)``. Anything raised while a chunk is made or encoded (a cancel
+    included) deletes the partial file. `writer_options` go to `VideoWriter` (``probe``, ``conversion``).
+    """
+    with VideoWriter(path, fps, settings=settings, audio=audio, audio_mode=audio_mode, progress=progress,
+                     metadata=metadata, **writer_options) as writer:
+        for chunk in chunks:
+            writer.write(chunk)
+    return writer.result

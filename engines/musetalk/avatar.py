@@ -22,6 +22,7 @@ import torch
 
 from ..common.cache import ContentCache, content_hash
 from ..common.errors import InputError
+from ..common.images import RGB, check_image_batch
 from ..common.progress import Progress, ensure
 from .blend import CROP, MouthEllipse, crop_resize, mouth_mask
 from .face_track import FaceTrack, sanitize_boxes
@@ -115,8 +116,7 @@ def build_avatar(nets, frames: torch.Tensor, track: FaceTrack, fps: float, setti
                  batch_size: int = 8, progress: Optional[Progress] = None) -> Avatar:
     """Precompile (or load from `cache`) the avatar of loop `frames` ``[L, H, W, 3]``."""
     progress = ensure(progress)
-    if frames.dim() != 4 or frames.shape[-1] != 3 or frames.shape[0] < 1:
-        raise InputError("images", "a batch of RGB frames [frames, height, width, 3]", f"shape {tuple(frames.shape)}")
+    frames = check_image_batch(frames, "images", channels=RGB)
     n, h, w = int(frames.shape[0]), int(frames.shape[1]), int(frames.shape[2])
     if len(track) != n or (track.width, track.height) != (w, h):
         raise InputError("face_track", f"the track of these {n} frames of {w}x{h}",

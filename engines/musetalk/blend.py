@@ -15,7 +15,10 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Optional
+
 import torch
+
+from ..common.loop_modes import loop_index
 
 CROP = 256
 
@@ -159,19 +162,12 @@ def paste_face(frame: torch.Tensor, face: torch.Tensor, mask: torch.Tensor, box)
     MouthPaster(mask).paste(frame, face, box)
 
 
-def source_indices(n_frames: int, out_fps: float, loop_fps: float, loop_len: int, mode: str = "loop",
+def source_indices(n_frames: int, out_fps: float, loop_fps: float, loop_len: int, mode: str = "wrap",
                    start: int = 0) -> torch.Tensor:
-    """Loop frame shown at each output frame, from video time: ``floor(t · loop_fps)`` wrapped into the loop.
-
-    `mode` "loop" wraps modulo the loop length; "ping-pong" plays it forward then backward (period ``2L − 2``).
-    """
-    if mode not in ("loop", "ping-pong"):
-        raise ValueError(f"unknown loop mode {mode!r}")
+    """Loop frame shown at each output frame, from video time: ``floor(t · loop_fps)`` walked through the loop by
+    `mode` (`engines.common.loop_modes`; MuseTalk's ping-pong turns round without repeating the end frame, period
+    ``2L − 2``)."""
     k = torch.arange(start, start + n_frames, dtype=torch.float64)
     i = torch.floor(k / float(out_fps) * float(loop_fps) + 1e-9).to(torch.long)
-    if mode == "ping-pong" and loop_len > 1:
-        period = 2 * loop_len - 2
-        j = torch.remainder(i, period)
-        return torch.where(j < loop_len, j, period - j)
-    return torch.remainder(i, loop_len)
+    return loop_index(i, loop_len, mode, hold_ends=False)
 

@@ -12,29 +12,31 @@ extra outputs dropped, so there is one code path (and one shape for compiled or 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import torch
 
 from ..common.errors import InputError
+from ..common.frames import collect_frames
+from ..common.loop_modes import loop_mode_name
 from ..common.progress import Progress, ensure
 from .audio_features import TOKENS, encode_audio, pad_features, positional_encoding, prepare_audio, window_features
 from .avatar import Avatar
 from .blend import MouthPaster, source_indices
 from .cadence import expand_keyframes, keyframe_indices
 
-LOOP_MODES = ("loop", "ping-pong")
 
 
 @dataclass(frozen=True)
 class LipSyncSettings:
     """batch_size: frames per UNet/VAE call; stride: UNet on every stride-th frame (1 = all); fps: output rate
-    (None = the avatar's); loop_mode: how the avatar loop repeats ("loop" or "ping-pong")."""
+    (None = the avatar's); loop_mode: how the avatar loop repeats (`engines.common.loop_modes`: "wrap" or
+    "ping-pong")."""
 
     batch_size: int = 8
     stride: int = 1
     fps: Optional[float] = None
-    loop_mode: str = "loop"
+    loop_mode: str = "wrap"
 
 
 def run_padded(fn: Callable[..., torch.Tensor], batch: int, *xs: torch.Tensor) -> torch.Tensor:
@@ -52,33 +54,33 @@ def check_settings(settings: LipSyncSettings) -> None:
         raise InputError("stride", "a keyframe stride of 1, 2 or 3", str(settings.stride))
     if settings.fps is not None and not settings.fps > 0:
         raise InputError("fps", "a positive frame rate (or 0 for the avatar's)", str(settings.fps))
-    if settings.loop_mode not in LOOP_MODES:
-        raise InputError("loop_mode", f"one of {', '.join(LOOP_MODES)}", repr(settings.loop_mode))
+    loop_mode_name(settings.loop_mode)
 
 
 class _Renderer:
     """Decodes pending latents in fixed batches and pastes them onto their loop frames."""
 
-    def __init__(self, nets, avatar: Avatar, src: torch.Tensor, batch: int, emit, progress: Progress):
+    def __init__(self, nets, avatar: Avatar, src: torch.Tensor, batch: int, progress: Progress):
         self.nets, self.avatar, self.src, self.batch = nets, avatar, src, batch
-        self.emit, self.progress = emit, progress
+        self.progress = progress
         self.paster = MouthPaster(avatar.mask)
         self.latents: list[torch.Tensor] = []
         self.frames: list[torch.Tensor] = []
         self.count = 0
 
-    def add(self, latents: torch.Tensor, frames: torch.Tensor) -> None:
+    def add(self, latents: torch.Tensor, frames: torch.Tensor) -> Iterator[torch.Tensor]:
+        """Queue latents of `frames`; yield every full batch of finished frames."""
         self.latents.append(latents)
         self.frames.append(frames)
         self.count += frames.numel()
         while self.count >= self.batch:
-            self._decode(self.batch)
+            yield self._decode(self.batch)
 
-    def flush(self) -> None:
+    def flush(self) -> Iterator[torch.Tensor]:
         while self.count:
-            self._decode(min(self.count, self.batch))
+            yield self._decode(min(self.count, self.batch))
 
-    def _decode(self, k: int) -> None:
+    def _decode(self, k: int) -> torch.Tensor:
         lat, fr = torch.cat(self.latents), torch.cat(self.frames)
         self.latents, self.frames = [lat[k:]], [fr[k:]]
         self.count -= k
@@ -93,19 +95,21 @@ class _Renderer:
             s = int(self.src[f])
             out[j].copy_(frames[s])
             self.paster.paste(out[j], faces[j], self.avatar.boxes[s].tolist())
-        self.emit(fr[:k], out)
         self.progress.step(k)
+        return out
 
 
-@torch.no_grad()
-def lipsync(nets, avatar: Avatar, audio: Any, settings: LipSyncSettings = LipSyncSettings(),
-            device: torch.device = torch.device("cpu"), sink: Optional[Callable[[torch.Tensor], None]] = None,
-            progress: Optional[Progress] = None) -> Optional[torch.Tensor]:
-    """Render the lip-synced clip: ``floor(duration · fps)`` frames ``[N, H, W, 3]``.
+def frame_count(audio: Any, settings: LipSyncSettings, avatar: Avatar) -> int:
+    """How many frames `lipsync_chunks` yields for this speech: ``floor(duration · fps)``."""
+    return prepare_audio(audio, float(settings.fps or avatar.fps))[1]
 
-    With a `sink`, frames go to ``sink(chunk)`` in order, chunk by chunk, and nothing is returned (the clip never
-    exists whole); without one, they are written into one preallocated tensor that is returned.
-    """
+
+@torch.no_grad()   # torch applies it around each resume of the generator, not across the caller's code
+def lipsync_chunks(nets, avatar: Avatar, audio: Any, settings: LipSyncSettings = LipSyncSettings(),
+                   device: torch.device = torch.device("cpu"),
+                   progress: Optional[Progress] = None) -> Iterator[torch.Tensor]:
+    """Render the lip-synced clip as a generator of frame chunks ``[b, H, W, 3]``, in order, ``floor(duration ·
+    fps)`` frames in all: only one batch of decoded frames exists at a time (feed it to `write_stream`)."""
     check_settings(settings)
     progress = ensure(progress)
     fps = float(settings.fps or avatar.fps)
@@ -118,16 +122,7 @@ def lipsync(nets, avatar: Avatar, audio: Any, settings: LipSyncSettings = LipSyn
     keys = keyframe_indices(n, settings.stride)
     batch = settings.batch_size
     progress.reset(len(keys) + n)
-
-    result = None if sink is not None else torch.empty((n, *avatar.frames.shape[1:]), dtype=avatar.frames.dtype)
-
-    def emit(frame_ids: torch.Tensor, chunk: torch.Tensor) -> None:
-        if sink is not None:
-            sink(chunk)
-        else:
-            result[int(frame_ids[0]):int(frame_ids[-1]) + 1] = chunk
-
-    renderer = _Renderer(nets, avatar, src, batch, emit, progress)
+    renderer = _Renderer(nets, avatar, src, batch, progress)
     timestep = torch.zeros(1, dtype=torch.long, device=device)
     unet = lambda lat, cond: nets.unet(lat, timestep, encoder_hidden_states=cond).sample  # noqa: E731
     prev_lat, prev_idx, next_frame = None, None, 0
@@ -139,7 +134,15 @@ def lipsync(nets, avatar: Avatar, audio: Any, settings: LipSyncSettings = LipSyn
         key_lat = pred if prev_lat is None else torch.cat([prev_lat, pred])
         key_idx = kb if prev_idx is None else torch.cat([prev_idx, kb])
         frames = torch.arange(next_frame, int(kb[-1]) + 1)
-        renderer.add(expand_keyframes(key_lat, key_idx, frames), frames)
+        yield from renderer.add(expand_keyframes(key_lat, key_idx, frames), frames)
         prev_lat, prev_idx, next_frame = pred[-1:], kb[-1:], int(kb[-1]) + 1
-    renderer.flush()
-    return result
+    yield from renderer.flush()
+
+
+def lipsync(nets, avatar: Avatar, audio: Any, settings: LipSyncSettings = LipSyncSettings(),
+            device: torch.device = torch.device("cpu"), progress: Optional[Progress] = None) -> torch.Tensor:
+    """The whole lip-synced clip ``[N, H, W, 3]``, the chunks of `lipsync_chunks` written into one preallocated
+    tensor."""
+    n = frame_count(audio, settings, avatar)
+    return collect_frames(lipsync_chunks(nets, avatar, audio, settings, device, progress), n,
+                          tuple(avatar.frames.shape[1:]), avatar.frames.dtype)

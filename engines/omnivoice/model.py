@@ -22,13 +22,12 @@ import torch
 
 from ..common.errors import InputError
 from ..common.fingerprint import file_fingerprint
+from ..common.precision import dtype_for, precision_name, torch_auto_precision
 from ..common.model_files import require_files
 
 REQUIRED_FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
                   "audio_tokenizer/config.json", "audio_tokenizer/model.safetensors",
                   "audio_tokenizer/preprocessor_config.json")
-PRECISIONS = ("auto", "fp32", "bf16", "fp16")
-_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 WARMUPS = ("none", "B1", "B1+B3")
 WARMUP_TEXTS = {"B1": ["Hello there, this is a warm-up."],
                 "B3": ["Good evening and welcome.", "We begin with the markets.", "Stay with us for more."]}
@@ -56,13 +55,10 @@ class LoadedOmniVoice:
 
 
 def resolve_precision(precision: str, device: torch.device) -> torch.dtype:
-    if precision not in PRECISIONS:
-        raise InputError("precision", f"one of {', '.join(PRECISIONS)}", repr(precision))
-    if precision == "auto":
-        if device.type == "cuda" and torch.cuda.is_bf16_supported():
-            return torch.bfloat16
-        return torch.float32
-    dtype = _DTYPES[precision]
+    """`engines.common.precision` names -> the backbone's dtype; "auto" by the pack's one policy (the node resolves
+    it with ComfyUI's view of the device first)."""
+    name = precision_name(precision)
+    dtype = dtype_for(torch_auto_precision(device) if name == "auto" else name)
     if device.type == "cpu" and dtype == torch.float16:
         raise InputError("precision", "fp32 or bf16 on the CPU", "fp16", "fp16 matmuls are not supported well on "
                          "the CPU; choose auto.")

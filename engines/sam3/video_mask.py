@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from ..common.errors import InputError
+from ..common.images import check_image_batch
 from ..common.progress import Progress, ensure
 from .schedule import detection_schedule
 from .segmenter import FrameSegmenter, MaskSettings, TrackedMask
@@ -69,9 +70,7 @@ def parse_prompts(text: str) -> list[Optional[str]]:
 def check_frames(images: Frames) -> tuple[int, int, int]:
     """Validate the frames; return ``(T, H, W)``. Refuses zero frames, odd shapes and mixed frame sizes."""
     if isinstance(images, torch.Tensor):
-        if images.dim() != 4 or images.shape[-1] not in (3, 4):
-            raise InputError("images", "an IMAGE batch of shape [frames, height, width, 3]",
-                             f"shape {tuple(images.shape)}")
+        images = check_image_batch(images, "images")
         t, h, w = images.shape[0], images.shape[1], images.shape[2]
     else:
         frames = list(images) if images is not None else []

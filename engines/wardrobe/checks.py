@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 
 from ..common.errors import InputError
+from ..common.images import ANY_CHANNELS, check_image_batch
 
 
 def as_masks(mask, input_name: str) -> torch.Tensor:
@@ -29,16 +30,9 @@ def as_masks(mask, input_name: str) -> torch.Tensor:
 
 
 def as_images(images, input_name: str) -> torch.Tensor:
-    """Validate an IMAGE batch ``[F, H, W, C]`` (C = 3 or 4)."""
-    if not isinstance(images, torch.Tensor):
-        raise InputError(input_name, "an IMAGE tensor [frames, height, width, channels]", type(images).__name__)
-    if images.dim() == 3:
-        images = images.unsqueeze(0)
-    if images.dim() != 4 or images.shape[-1] not in (1, 3, 4):
-        raise InputError(input_name, "an IMAGE of shape [frames, height, width, 3]", f"shape {tuple(images.shape)}")
-    if images.shape[0] == 0:
-        raise InputError(input_name, "at least one frame", "an empty batch")
-    return images
+    """Validate an IMAGE batch ``[F, H, W, C]`` (C = 1, 3 or 4; one ``[H, W, C]`` frame is a batch of one): the
+    compositors also take masks converted to images and RGBA layers."""
+    return check_image_batch(images, input_name, channels=ANY_CHANNELS, single_frame=True)
 
 
 def match_frames(masks: torch.Tensor, frames: int, height: int, width: int, mask_name: str,

@@ -170,3 +170,42 @@ def noise_mask(unions: torch.Tensor, reference_frames: int = 0) -> torch.Tensor:
     out = torch.ones((1, 1, reference_frames + t_count, h, w), dtype=torch.float32, device=unions.device)
     out[0, 0, reference_frames:] = unions.to(torch.float32)
     return out
+
+
+def sampler_masks(vace_shape: tuple, latent_samples: Optional[torch.Tensor], trim_latent: int,
+                  sampler_mask: torch.Tensor, set_noise_mask: bool = False,
+                  progress: Optional[Progress] = None) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+    """The Vace Sampler Mask's work: check that WanVaceToVideo's vace mask (its `vace_shape`), its latent, its
+    `trim_latent` and the pixel `sampler_mask` ``[F, H, W]`` describe one clip, then build the token-snapped
+    ``(vace_mask, noise_mask or None)`` for the latent frames after the reference slots.
+
+    The frame counts must agree both ways: a latent too short would lose the clip's last frames, one too long would
+    invent whole frame groups that are then trimmed away.
+    """
+    _, _, slots, h_lat, w_lat = vace_shape
+    if latent_samples is None or latent_samples.dim() != 5 or tuple(latent_samples.shape[2:]) != (slots, h_lat,
+                                                                                                   w_lat):
+        raise InputError("latent", f"WanVaceToVideo's latent, [batch, 16, {slots}, {h_lat}, {w_lat}]",
+                         str(list(latent_samples.shape)) if latent_samples is not None else "no samples")
+    if trim_latent >= slots:
+        raise InputError("trim_latent", f"fewer reference slots than the {slots} latent frames", str(trim_latent),
+                         "Connect WanVaceToVideo's trim_latent output.")
+    latent_frames = slots - trim_latent
+    n, height, width = sampler_mask.shape
+    if (height, width) != (h_lat * VAE_STRIDE, w_lat * VAE_STRIDE):
+        raise InputError("sampler_mask", f"frames of WanVaceToVideo's size {w_lat * VAE_STRIDE}x"
+                         f"{h_lat * VAE_STRIDE}", f"{width}x{height}",
+                         "Connect Subject Crop's width and height outputs to WanVaceToVideo.")
+    if decoded_frame_count(latent_frames) < n:
+        raise InputError("sampler_mask", f"at most {decoded_frame_count(latent_frames)} frames (WanVaceToVideo"
+                         f"'s length makes {latent_frames} latent frames, which decode to that many)",
+                         f"{n} frames", f"Set WanVaceToVideo's length to {padded_length(n)} (the frame count "
+                         "rounded up to 4k+1); Image From Batch trims the padding after decoding.")
+    if padded_length(n) < decoded_frame_count(latent_frames):
+        raise InputError("sampler_mask", f"about {decoded_frame_count(latent_frames)} frames (WanVaceToVideo"
+                         f"'s length makes {latent_frames} latent frames)", f"{n} frames",
+                         f"Set WanVaceToVideo's length to {padded_length(n)}.")
+    if progress is not None:
+        progress.reset(latent_frames)
+    unions = token_unions(sampler_mask, latent_frames, input_name="sampler_mask", progress=progress)
+    return vace_mask(unions, trim_latent), (noise_mask(unions, trim_latent) if set_noise_mask else None)

@@ -1,5 +1,6 @@
 """The Ditto node chain through a real ComfyUI with the tiny networks: render, export with audio, the packet cache,
 streaming to a file, and bad inputs."""
+import json
 import math
 
 import av
@@ -92,6 +93,10 @@ def test_streaming_render_writes_the_mp4_itself(comfy, inputs):
     assert info.frame_count == math.ceil(1.6 * 25) and (info.width, info.height) == (128, 160)
     assert not list((comfy.output_dir / "broadcast").glob(".*partial*"))
     assert entry["status"]["status_str"] == "success"
+    shown = entry["outputs"]["7"]["images"][0]          # previewed in the node, as Export Video does
+    assert (shown["filename"], shown["subfolder"], shown["type"]) == (files[0].name, "broadcast", "output")
+    with av.open(str(files[0])) as c:                   # and the workflow is embedded, as Export Video does
+        assert json.loads(c.metadata["prompt"])["7"]["class_type"] == "BroadcastDittoRender"
 
 
 def test_a_portrait_without_a_face_is_refused_by_name(comfy, inputs):

@@ -1,5 +1,6 @@
 """The MuseTalk node chain through a real ComfyUI on the CPU with the tiny networks: load video and speech, track,
 precompile (then reuse) the avatar, lip-sync, export with audio; streaming to a file; bad inputs."""
+import json
 import math
 
 import av
@@ -94,6 +95,8 @@ def test_streaming_to_file_writes_the_clip_and_returns_the_last_frame(comfy, inp
     assert reader.probe(path).frame_count == 10
     with av.open(str(path)) as c:
         assert len(c.streams.audio) == 1
+        assert json.loads(c.metadata["prompt"])["6"]["class_type"] == "BroadcastMuseTalkLipSync"
+    assert "libx264" in entry["outputs"]["6"]["text"][0] or "nvenc" in entry["outputs"]["6"]["text"][0]
 
 
 def test_fixed_box_track_skips_the_detector(comfy, inputs):

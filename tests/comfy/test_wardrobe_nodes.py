@@ -147,7 +147,7 @@ def test_queue_time_checks_keep_ranges_and_combos(comfy):
             "5": {"class_type": "PreviewImage", "inputs": {"images": ["4", 0]}},
         }
 
-    with pytest.raises(PromptFailed, match="operation must be subtract, union or intersect"):
+    with pytest.raises(PromptFailed, match="operation: expected one of subtract, union, intersect"):
         comfy.queue(prompt("xor", 8))
     with pytest.raises(PromptFailed, match="dilate"):
         comfy.queue(prompt("union", 999))

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from engines.ditto import motion as mo
+from engines.ditto import motion as ditto_motion
 
 REFERENCE = json.loads((Path(__file__).resolve().parents[1] / "data" / "ditto_upstream_motion.json").read_text())
 SEQ, OVERLAP, N_FRAMES = 12, 3, 31
@@ -49,14 +49,14 @@ def features(seed: int = 4) -> np.ndarray:
 
 
 def test_motion_loop_matches_upstream():
-    got = mo.generate(WindowModel(), features(), avatar_info(),
-                      mo.MotionSettings(steps=1, seed=0, emotion=mo.NEUTRAL, overlap=OVERLAP, smooth_k=3))
+    got = ditto_motion.generate(WindowModel(), features(), avatar_info(),
+                      ditto_motion.MotionSettings(steps=1, seed=0, emotion=ditto_motion.NEUTRAL, overlap=OVERLAP, smooth_k=3))
     ref = np.array(REFERENCE["res_kp_seq"], np.float32)
     assert got.shape == ref.shape == (N_FRAMES, 265)
     np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
 
 
 def test_condition_matches_upstream_handler():
-    cond = mo.build_condition(features(), avatar_info(), mo.NEUTRAL, eye_f0_mode=False)
+    cond = ditto_motion.build_condition(features(), avatar_info(), ditto_motion.NEUTRAL, eye_f0_mode=False)
     np.testing.assert_array_equal(cond[:, :1024], features())
     np.testing.assert_allclose(cond[:, 1024:], np.array(REFERENCE["cond_tail"], np.float32), rtol=1e-6, atol=1e-6)

@@ -9,7 +9,7 @@ import torch
 from engines.common.errors import InputError
 from engines.common.progress import Progress
 from engines.export import EncodeSettings, VideoWriter, choose_encoder, next_output, probe_encoder, reset_probe_cache
-from engines.export import settings as S
+from engines.export import settings as encode_settings
 
 FRAMES = np.full((4, 32, 48, 3), 100, np.uint8)
 
@@ -86,18 +86,18 @@ def test_choice_chain_and_probe_is_asked_once():
 
 
 def test_presets_tunes_and_rate_controls_map_onto_each_encoder():
-    fps = S.frame_rate(25)
-    plan = S.codec_plan("h264_nvenc", EncodeSettings(preset="veryfast", tune="ull", rate_control="cbr",
+    fps = encode_settings.frame_rate(25)
+    plan = encode_settings.codec_plan("h264_nvenc", EncodeSettings(preset="veryfast", tune="ull", rate_control="cbr",
                                                      bitrate_kbps=4000), fps)
     assert plan.options["preset"] == "p2" and plan.options["tune"] == "ull" and plan.options["rc"] == "cbr"
     assert plan.options["b"] == "4000k" and plan.gop == 25 and plan.pix_fmt == "nv12"
-    plan = S.codec_plan("libx264", EncodeSettings(preset="p7", tune="ll", rate_control="constqp", quality=22), fps)
+    plan = encode_settings.codec_plan("libx264", EncodeSettings(preset="p7", tune="ll", rate_control="constqp", quality=22), fps)
     assert plan.options == {"preset": "slower", "tune": "zerolatency", "qp": "22"} and plan.pix_fmt == "yuv420p"
-    plan = S.codec_plan("libx264", EncodeSettings(gop_seconds=2.0, bit_depth=10), fps)
+    plan = encode_settings.codec_plan("libx264", EncodeSettings(gop_seconds=2.0, bit_depth=10), fps)
     assert plan.options["crf"] == "19" and plan.gop == 50 and plan.pix_fmt == "yuv420p10le"
-    plan = S.codec_plan("libx265", EncodeSettings(rate_control="vbr", bitrate_kbps=2000), fps)
+    plan = encode_settings.codec_plan("libx265", EncodeSettings(rate_control="vbr", bitrate_kbps=2000), fps)
     assert "vbv-maxrate=3000" in plan.options["x265-params"] and plan.options["b"] == "2000k"
-    plan = S.codec_plan("hevc_nvenc", EncodeSettings(bit_depth=10), fps)
+    plan = encode_settings.codec_plan("hevc_nvenc", EncodeSettings(bit_depth=10), fps)
     assert plan.pix_fmt == "p010le" and plan.options["profile"] == "main10" and plan.options["cq"] == "19"
 
 
@@ -146,13 +146,13 @@ def test_keyboard_interrupt_leaves_no_file(tmp_path):
 
 def test_encoder_error_leaves_no_file(tmp_path, monkeypatch):
     """libx264 rejecting its options at open time is an encoder error: it surfaces, and nothing stays behind."""
-    real = S.codec_plan
+    real = encode_settings.codec_plan
 
     def broken(codec, settings, fps, host_format=None):
         plan = real(codec, settings, fps, host_format)
-        return S.CodecPlan(plan.codec, plan.pix_fmt, plan.gop, {**plan.options, "preset": "no-such-preset"})
+        return encode_settings.CodecPlan(plan.codec, plan.pix_fmt, plan.gop, {**plan.options, "preset": "no-such-preset"})
 
-    monkeypatch.setattr(S, "codec_plan", broken)
+    monkeypatch.setattr(encode_settings, "codec_plan", broken)
     with pytest.raises(Exception) as info:
         with VideoWriter(tmp_path / "x.mp4", 24, settings=EncodeSettings(encoder="x264")) as w:
             w.write(FRAMES)

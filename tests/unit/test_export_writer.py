@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from engines.common.errors import InputError
-from engines.export import AudioTrack, EncodeSettings, VideoWriter, reader
+from engines.export import AudioTrack, EncodeSettings, VideoWriter, reader, split_frames, write_stream
 from engines.export.frames import rgb_to_yuv420
 from scripts.sample_clip import presenter_frames, voice_like
 
@@ -210,3 +210,21 @@ def test_metadata_is_stored_as_json_tags(tmp_path):
         w.write(np.zeros((2, 32, 32, 3), np.uint8))
     with av.open(str(tmp_path / "meta.mp4")) as c:
         assert json.loads(c.metadata["prompt"]) == prompt and c.metadata["title"] == "news"
+
+
+def test_write_stream_consumes_a_generator_and_cleans_up_when_it_fails(tmp_path):
+    made = []
+
+    def chunks(fail_at=None):
+        for i in range(3):
+            if i == fail_at:
+                raise RuntimeError("renderer failed")
+            made.append(i)
+            yield torch.full((2, 32, 48, 3), i / 3.0)
+
+    result = write_stream(tmp_path / "s.mp4", 24, chunks(), settings=X264)
+    assert result.frames == 6 and made == [0, 1, 2] and result.path.is_file()
+    with pytest.raises(RuntimeError, match="renderer failed"):
+        write_stream(tmp_path / "f.mp4", 24, chunks(fail_at=2), settings=X264)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.mp4"]     # no partial file left
+    assert [len(c) for c in split_frames(torch.zeros(5, 2, 2, 3), 2)] == [2, 2, 1]

@@ -9,7 +9,7 @@ from engines.common.errors import InputError, ModelFilesMissing
 from engines.musetalk.avatar import build_avatar, crop_boxes, CropSettings
 from engines.musetalk.blend import resize_matrix
 from engines.musetalk.face_track import track_from_box, track_faces, HaarDetector
-from engines.musetalk.lipsync import LipSyncSettings, lipsync, run_padded
+from engines.musetalk.lipsync import LipSyncSettings, frame_count, lipsync, lipsync_chunks, run_padded
 from engines.musetalk.loader import load_musetalk
 from tests.fixtures.tiny_musetalk import astronaut_loop, build_tiny_musetalk, speech_like
 
@@ -157,12 +157,12 @@ def test_stride_keeps_keyframes_and_returns_exactly_n_frames(nets, avatar):
     assert not torch.allclose(sparse[4], dense[4], atol=1e-3)
 
 
-def test_streaming_sink_gets_the_same_frames_in_order(nets, avatar):
+def test_chunk_generator_yields_the_same_frames_in_order(nets, avatar):
     audio = speech_like(0.5, 16000)
     whole = lipsync(nets, avatar, audio, LipSyncSettings(batch_size=3))
-    chunks = []
-    assert lipsync(nets, avatar, audio, LipSyncSettings(batch_size=3), sink=chunks.append) is None
+    chunks = list(lipsync_chunks(nets, avatar, audio, LipSyncSettings(batch_size=3)))
     assert [c.shape[0] for c in chunks] == [3, 2]
+    assert frame_count(audio, LipSyncSettings(batch_size=3), avatar) == 5
     assert torch.equal(torch.cat(chunks), whole)
 
 
@@ -220,6 +220,7 @@ def test_cancelling_the_avatar_leaves_no_cache_entry(nets, loop, tmp_path):
 def test_cancelling_lipsync_stops_the_stream(nets, avatar):
     chunks = []
     with pytest.raises(_Cancelled):
-        lipsync(nets, avatar, speech_like(0.8, 16000), LipSyncSettings(batch_size=2), sink=chunks.append,
-                progress=_cancel_after(3))
+        for chunk in lipsync_chunks(nets, avatar, speech_like(0.8, 16000), LipSyncSettings(batch_size=2),
+                                    progress=_cancel_after(3)):
+            chunks.append(chunk)
     assert sum(c.shape[0] for c in chunks) < 8
