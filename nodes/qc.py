@@ -16,13 +16,15 @@ from comfy_api.latest import InputImpl, io, ui
 
 from ..engines.common.audio import check_audio
 from ..engines.common.errors import InputError
+from ..engines.common.images import check_image_batch
 from ..engines.omnivoice import asr
 from ..engines.qc import DEFAULT_PRESET, LAYOUTS, LOUDNESS_PRESETS, THRESHOLDS, QCLimits, qc_file, qc_frames
 from . import comfy_bridge
+from .inputs import validate
 from .tts_common import WHISPER_NONE, load_whisper, whisper_names
 
 log = logging.getLogger("broadcast_avatar.qc")
-CATEGORY = f"{comfy_bridge.CATEGORY}/qc"
+CATEGORY = comfy_bridge.category("qc")
 UI_KEY = "broadcast_qc"  # the batch runner's contract (team brief): a list with one verdict dict
 
 
@@ -102,11 +104,8 @@ class BroadcastQC(io.ComfyNode):
 
     @classmethod
     def validate_inputs(cls, loudness_preset=None, channel_layout=None, whisper_model=None):
-        for name, value, options in (("loudness_preset", loudness_preset, tuple(LOUDNESS_PRESETS)),
-                                     ("channel_layout", channel_layout, LAYOUTS)):
-            if value is not None and value not in options:
-                return str(InputError(name, f"one of {', '.join(options)}", repr(value)))
-        return True
+        return validate(("loudness_preset", loudness_preset, tuple(LOUDNESS_PRESETS)),
+                        ("channel_layout", channel_layout, LAYOUTS))
 
     @classmethod
     def execute(cls, fps, expected_text, whisper_model, language, loudness_preset, channel_layout, video=None,
@@ -116,9 +115,7 @@ class BroadcastQC(io.ComfyNode):
         if video is not None:
             result = cls._video(video, limits, expected_text, transcribe)
         elif images is not None:
-            if not isinstance(images, torch.Tensor) or images.dim() != 4 or images.shape[0] == 0:
-                raise InputError("images", "a batch of at least 1 frame [frames, height, width, 3]",
-                                 f"shape {tuple(getattr(images, 'shape', ()))}")
+            images = check_image_batch(images, "images")
             track = None
             if audio is not None:
                 wave, sr = check_audio(audio, "audio")
