@@ -86,7 +86,8 @@ def main() -> None:
 
         # 1. motion steps
         drive = keypoints.DriveSettings()
-        t = {s: best(lambda s=s: pipe.motion(avatar, feats, ditto_motion.MotionSettings(steps=s, overlap=5), drive), repeats)
+        t = {s: best(lambda s=s: pipe.motion(avatar, feats, ditto_motion.MotionSettings(steps=s, overlap=5), drive),
+                     repeats)
              for s in (50, 10, 4)}
         print(f"motion  50 steps {t[50]:.3f} s | 10 steps {t[10]:.3f} s ({t[50] / t[10]:.2f}x) | "
               f"4 steps {t[4]:.3f} s ({t[50] / t[4]:.2f}x)")
@@ -96,7 +97,7 @@ def main() -> None:
 
         def render(stride):
             for _ in pipe.render(avatar, motion, ditto_render.RenderSettings(batch_size=8, stride=stride,
-                                                                   silence_bypass=False)):
+                                                                             silence_bypass=False)):
                 pass
         r = {s: best(lambda s=s: render(s), repeats) for s in (1, 2, 3)}
         print(f"render  stride 1 {r[1]:.3f} s ({n / r[1]:.1f} fps) | stride 2 {r[2]:.3f} s ({r[1] / r[2]:.2f}x) | "

@@ -64,7 +64,7 @@ def test_degrees_and_identity_transform():
     np.testing.assert_allclose(r[0], np.eye(3), atol=1e-7)
     kp = np.arange(63, dtype=np.float32)[None] / 63
     x = keypoints.transform(kp, np.zeros(1), np.zeros(1), np.zeros(1), np.array([[0.1, 0.2, 0.3]]), np.zeros((1, 63)),
-                      np.array([[2.0]]))
+                            np.array([[2.0]]))
     np.testing.assert_allclose(x[0, :, 0], kp.reshape(21, 3)[:, 0] * 2 + 0.1, rtol=1e-6)
     np.testing.assert_allclose(x[0, :, 2], kp.reshape(21, 3)[:, 2] * 2, rtol=1e-6)   # tz unused
 

@@ -50,7 +50,8 @@ def features(seed: int = 4) -> np.ndarray:
 
 def test_motion_loop_matches_upstream():
     got = ditto_motion.generate(WindowModel(), features(), avatar_info(),
-                      ditto_motion.MotionSettings(steps=1, seed=0, emotion=ditto_motion.NEUTRAL, overlap=OVERLAP, smooth_k=3))
+                                ditto_motion.MotionSettings(steps=1, seed=0, emotion=ditto_motion.NEUTRAL,
+                                                            overlap=OVERLAP, smooth_k=3))
     ref = np.array(REFERENCE["res_kp_seq"], np.float32)
     assert got.shape == ref.shape == (N_FRAMES, 265)
     np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)

@@ -48,7 +48,8 @@ def test_chain_renders_full_frames_deterministically(pipeline, tmp_path):
     m1 = pipeline.motion(avatar, feats, settings, keypoints.DriveSettings(), wav)
     m2 = pipeline.motion(avatar, feats, settings, keypoints.DriveSettings(), wav)
     np.testing.assert_array_equal(m1.motion, m2.motion)
-    m3 = pipeline.motion(avatar, feats, ditto_motion.MotionSettings(steps=4, seed=8, overlap=5), keypoints.DriveSettings(), wav)
+    m3 = pipeline.motion(avatar, feats, ditto_motion.MotionSettings(steps=4, seed=8, overlap=5),
+                         keypoints.DriveSettings(), wav)
     assert not np.array_equal(m1.motion, m3.motion)
     assert m1.motion.shape == (33, 265) and m1.kp_driven.shape == (33, 21, 3)
     chunks = list(pipeline.render(avatar, m1, ditto_render.RenderSettings(batch_size=4, stride=2)))
@@ -66,7 +67,8 @@ def test_silence_shows_the_avatar_frame(pipeline, tmp_path):
     avatar, _ = pipeline.prepare_avatar(portrait(), ditto_avatar.AvatarSettings(), None)
     wav, _ = to_mono(speech(1.2, silence_from=0.4), 16000)
     feats = pipeline.audio_features(wav, None)
-    m = pipeline.motion(avatar, feats, ditto_motion.MotionSettings(steps=2, overlap=5), keypoints.DriveSettings(), wav)
+    m = pipeline.motion(avatar, feats, ditto_motion.MotionSettings(steps=2, overlap=5), keypoints.DriveSettings(),
+                        wav)
     # The bypass is opt-in (dense evaluation is the default): with it on, deep silence shows the avatar frame itself.
     frames = pipeline.render_frames(avatar, m, ditto_render.RenderSettings(silence_bypass=True))
     expected = avatar.frames[0].float() / 255

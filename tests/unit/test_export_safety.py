@@ -88,10 +88,11 @@ def test_choice_chain_and_probe_is_asked_once():
 def test_presets_tunes_and_rate_controls_map_onto_each_encoder():
     fps = encode_settings.frame_rate(25)
     plan = encode_settings.codec_plan("h264_nvenc", EncodeSettings(preset="veryfast", tune="ull", rate_control="cbr",
-                                                     bitrate_kbps=4000), fps)
+                                                                   bitrate_kbps=4000), fps)
     assert plan.options["preset"] == "p2" and plan.options["tune"] == "ull" and plan.options["rc"] == "cbr"
     assert plan.options["b"] == "4000k" and plan.gop == 25 and plan.pix_fmt == "nv12"
-    plan = encode_settings.codec_plan("libx264", EncodeSettings(preset="p7", tune="ll", rate_control="constqp", quality=22), fps)
+    settings = EncodeSettings(preset="p7", tune="ll", rate_control="constqp", quality=22)
+    plan = encode_settings.codec_plan("libx264", settings, fps)
     assert plan.options == {"preset": "slower", "tune": "zerolatency", "qp": "22"} and plan.pix_fmt == "yuv420p"
     plan = encode_settings.codec_plan("libx264", EncodeSettings(gop_seconds=2.0, bit_depth=10), fps)
     assert plan.options["crf"] == "19" and plan.gop == 50 and plan.pix_fmt == "yuv420p10le"
@@ -150,7 +151,8 @@ def test_encoder_error_leaves_no_file(tmp_path, monkeypatch):
 
     def broken(codec, settings, fps, host_format=None):
         plan = real(codec, settings, fps, host_format)
-        return encode_settings.CodecPlan(plan.codec, plan.pix_fmt, plan.gop, {**plan.options, "preset": "no-such-preset"})
+        return encode_settings.CodecPlan(plan.codec, plan.pix_fmt, plan.gop,
+                                         {**plan.options, "preset": "no-such-preset"})
 
     monkeypatch.setattr(encode_settings, "codec_plan", broken)
     with pytest.raises(Exception) as info:
