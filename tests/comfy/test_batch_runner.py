@@ -28,7 +28,7 @@ from tests.workflow_cases import REPO_ROOT
 
 WORKFLOW = REPO_ROOT / "workflows" / "api" / "demo_export.api.json"
 RUNNER = REPO_ROOT / "scripts" / "run_batch.py"
-JOBS = 10
+JOBS = 12  # enough work left for the killed server to rejoin and take some (restart = 3-8 jobs here)
 
 
 @pytest.fixture(scope="module")
