@@ -13,11 +13,11 @@ import numpy as np
 import torch
 
 from ..common.cache import ContentCache, content_hash
+from ..common.errors import InputError
 from ..common.fingerprint import file_fingerprint
 from ..common.frames import collect_frames
-from ..common.precision import dtype_for
 from ..common.onnx import onnx_session
-from ..common.errors import InputError
+from ..common.precision import dtype_for
 from ..common.progress import Progress
 from .audio_features import HubertRunner, check_length, frame_rms
 from .audio_features import audio_features as hubert_features

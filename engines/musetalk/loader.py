@@ -22,6 +22,7 @@ from typing import Any
 import torch
 
 from ..common.errors import InputError, ModelFilesMissing
+from ..common.fingerprint import file_fingerprint
 from ..common.model_files import load_state_dict, require_files
 
 
@@ -81,11 +82,6 @@ def _first(root: Path, options) -> Path:
         if (root / name).is_file():
             return root / name
     raise ModelFilesMissing("model_name", str(root), [" or ".join(options)])
-
-
-def _file_id(path: Path) -> str:
-    st = path.stat()
-    return f"{path.name}:{st.st_size}:{st.st_mtime_ns}"
 
 
 def check_layout(folder: os.PathLike | str) -> tuple[Path, str]:
@@ -162,7 +158,9 @@ def load_musetalk(folder: os.PathLike | str, dtype: torch.dtype = torch.float32)
     if extractor.sampling_rate != 16000:
         raise InputError("model_name", "a Whisper feature extractor at 16000 Hz",
                          f"{extractor.sampling_rate} Hz in {root / 'whisper' / 'preprocessor_config.json'}")
-    vae_id = ";".join(_file_id(p) for p in sorted((root / "sd-vae").iterdir()) if p.is_file())
+    # The shared cheap fingerprint (names, sizes, edge bytes): a copied folder keeps its avatars, replaced weights
+    # make new ones.
+    vae_id = file_fingerprint(p for p in (root / "sd-vae").iterdir() if p.is_file())
     return MuseTalkNets(unet, vae, encoder, extractor, version, dtype, vae_id)
 
 
