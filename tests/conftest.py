@@ -1,6 +1,6 @@
 """Shared test set-up: the repo root on sys.path, offline model hubs, and the session `comfy` server.
 
-`comfy` is a real ComfyUI 0.3.75 (`--cpu`, 127.0.0.1, a free port) with this pack linked into custom_nodes and every
+`comfy` is a real ComfyUI (the core scripts/env.sh built for BA_CORE: 0.3.75 or 0.33.0; `--cpu`, 127.0.0.1, a free port) with this pack linked into custom_nodes and every
 folder isolated under a temporary base directory. Attributes: url, base_dir, input_dir, output_dir, temp_dir,
 models_dir (pathlib.Path). Methods: object_info(), run(prompt, timeout=300) -> history entry (AssertionError with the
 execution error), run_error(prompt) -> execution_error payload, queue(prompt) -> prompt_id,
@@ -31,6 +31,11 @@ for _name, _value in {
     os.environ[_name] = _value
 
 _servers = []
+
+
+def pytest_report_header(config):
+    """Which ComfyUI core this run tests (scripts/test.sh runs the suite on both supported cores)."""
+    return f"ComfyUI core: {os.environ.get('BA_CORE', '?')} at {os.environ.get('COMFYUI_PATH', '(COMFYUI_PATH unset)')}"
 
 
 @pytest.fixture(scope="session")
