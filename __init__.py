@@ -102,6 +102,18 @@ def _load_families():
     return nodes
 
 
+def _report_workflows_this_core_cannot_run():
+    # Core's own nodes are registered before custom packs load, so their absence here means this core lacks them.
+    try:
+        import nodes as core_nodes
+
+        from .nodes.core_workflows import report_missing_core_nodes
+
+        report_missing_core_nodes(set(core_nodes.NODE_CLASS_MAPPINGS))
+    except Exception as exc:  # advice only: never a reason for the pack not to load
+        log.warning("Broadcast Avatar: could not check the workflows against this core: %s", exc)
+
+
 async def comfy_entrypoint():
     from comfy_api.latest import ComfyExtension
 
@@ -112,6 +124,8 @@ async def comfy_entrypoint():
 
     class BroadcastAvatarExtension(ComfyExtension):
         async def get_node_list(self):
-            return _load_families()
+            node_list = _load_families()
+            _report_workflows_this_core_cannot_run()
+            return node_list
 
     return BroadcastAvatarExtension()

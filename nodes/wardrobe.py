@@ -9,7 +9,7 @@ from comfy_api.latest import io, ui
 
 from ..engines.common.errors import InputError
 from ..engines.common.prompt_graph import upstream_signature
-from ..engines.wardrobe import latentmask, maskcache, morphology, overlay, repaste, tokengrid
+from ..engines.wardrobe import condcache, latentmask, maskcache, morphology, overlay, repaste, tokengrid
 from ..engines.wardrobe import crop as crop_engine
 from ..engines.wardrobe.checks import as_images, as_masks, check_same_masks
 from .comfy_bridge import cache, category, progress
@@ -367,6 +367,68 @@ class BroadcastMaskSequenceCache(io.ComfyNode):
         return io.NodeOutput(first, second, key)
 
 
+class BroadcastConditioningCache(io.ComfyNode):
+    """Conditioning cache keyed by prompt, reference images, canvas and params; a hit skips the text encoder."""
+
+    @classmethod
+    def define_schema(cls):
+        return io.Schema(
+            node_id="BroadcastConditioningCache", display_name="Broadcast Conditioning Cache", category=CAT,
+            description="Stores a CONDITIONING by a hash of prompt + reference images + latent shape + params; on a "
+                        "hit the conditioning input (and the text encoder feeding it) is never evaluated.",
+            inputs=[
+                io.String.Input("prompt", multiline=True, default="",
+                                tooltip="The prompt the conditioning is encoded from (link the same text to the "
+                                        "encoder); part of the key."),
+                io.String.Input("params", default="",
+                                tooltip="Anything else that changes the conditioning (text encoder file, reference "
+                                        "sizing); part of the key. Keep it in step with the encoder's settings."),
+                io.Conditioning.Input("conditioning", lazy=True,
+                                      tooltip="The encoder's conditioning, evaluated only on a miss."),
+                io.Image.Input("reference", optional=True,
+                               tooltip="Reference picture(s) the encoder also sees (hashed by content)."),
+                io.Latent.Input("latent", optional=True,
+                                tooltip="The latent the conditioning is made for: its shape (canvas, length) is "
+                                        "part of the key (MiniMax H3 sizes its references to the canvas)."),
+                io.Combo.Input("mode", options=["use cache", "refresh"], default="use cache",
+                               tooltip="refresh: re-encode and overwrite the entry."),
+            ],
+            outputs=[
+                io.Conditioning.Output("cached_conditioning", display_name="conditioning"),
+                io.String.Output("conditioning_key", display_name="cache_key"),
+            ],
+        )
+
+    @classmethod
+    def validate_inputs(cls, mode):
+        if mode is not None and mode not in ("use cache", "refresh"):
+            return f"mode must be 'use cache' or 'refresh', got {mode!r}"
+        return True
+
+    @classmethod
+    def _key(cls, prompt, params, reference, latent):
+        ref = as_images(reference, "reference") if reference is not None else None
+        return condcache.conditioning_key(prompt, params, ref, condcache.latent_shapes(latent))
+
+    @classmethod
+    def check_lazy_status(cls, prompt, params, mode, conditioning=None, reference=None, latent=None):
+        if mode != "refresh" and condcache.has_conditioning(cache(), cls._key(prompt, params, reference, latent)):
+            return []
+        return ["conditioning"] if conditioning is None else []
+
+    @classmethod
+    def execute(cls, prompt, params, mode, conditioning=None, reference=None, latent=None) -> io.NodeOutput:
+        key = cls._key(prompt, params, reference, latent)
+        store = cache()
+        loaded = condcache.load_conditioning(store, key) if mode != "refresh" else None
+        if loaded is None:
+            if conditioning is None:
+                raise InputError("conditioning", "a conditioning to store (the cache entry is missing or "
+                                 "unreadable)", "nothing", "Queue the workflow again: the encoder will run this time.")
+            loaded = condcache.store_conditioning(store, key, conditioning, {"prompt": prompt, "params": params})
+        return io.NodeOutput(loaded, key)
+
+
 class BroadcastMaskCheckPreview(io.ComfyNode):
     """Overlay of the sampler's token-grid mask and the compositor's pixel mask, before spending GPU time."""
 
@@ -407,5 +469,5 @@ class BroadcastMaskCheckPreview(io.ComfyNode):
 NODES = [
     BroadcastMaskShield, BroadcastPixelMaskRefine, BroadcastMaskGrow, BroadcastMaskCombine, BroadcastSubjectCrop,
     BroadcastLatentInpaintMask, BroadcastSubjectUncrop, BroadcastRepasteLayer, BroadcastMaskSequenceCache,
-    BroadcastMaskCheckPreview,
+    BroadcastConditioningCache, BroadcastMaskCheckPreview,
 ]

@@ -10,6 +10,10 @@ called once per test that queues the workflow, so it must be idempotent (reuse w
   browser test only loads it.
 - `expected_missing`: node types the test server is known to lack (a peer pack the workflow uses); the browser test
   checks that exactly these are missing and then only loads it.
+- `core_nodes`: core node types that only newer ComfyUI cores have (MiniMax H3 is in 0.33.0, not in 0.3.75). On a
+  server that lacks them they count as expected missing (the workflow is only loaded); on one that has them the
+  workflow runs. `expected_missing_on(server node types)` is what the tests compare against: the feature is
+  detected from the server, never from a version string.
 
 A workflow with no entry gets `WorkflowCase()` (no overrides). Families add their entry with a small local edit.
 """
@@ -36,6 +40,11 @@ class WorkflowCase:
     prepare: Callable[[Any], dict] = _no_overrides
     runs_on_test_comfy: bool = True
     expected_missing: tuple = field(default_factory=tuple)
+    core_nodes: tuple = field(default_factory=tuple)
+
+    def expected_missing_on(self, available) -> tuple:
+        """The node types that must be missing on a server offering `available` (e.g. its /object_info keys)."""
+        return tuple(self.expected_missing) + tuple(n for n in self.core_nodes if n not in set(available))
 
 
 # -- harness self-check (tests/data/workflows): core nodes only ------------------------------------------------------
@@ -81,8 +90,16 @@ def _wardrobe_mask_check(comfy: Any) -> dict:
             "Load Mask Video.video": masks.name, "Load Mask Video.frame_cap": WARDROBE_CHECK_FRAMES}
 
 
+H3_CORE_NODES = ("EmptyMiniMaxH3LatentAV", "MiniMaxH3ReferenceToVideo", "MiniMaxH3SigmaShift")
+
+
 def _wardrobe_minimax_h3(comfy: Any) -> dict:
-    """Only loaded (core's H3 nodes are newer than 0.3.75); its garment reference image is a plain PNG."""
+    """On a core with MiniMax H3 (0.33.0): tiny random H3, the synthetic clip, its masks and conditioning cached.
+    On an older core it is only loaded; its garment reference image is then a plain PNG."""
+    if all(n in comfy.object_info() for n in H3_CORE_NODES):
+        from tests.fixtures import h3_wardrobe
+
+        return h3_wardrobe.prepare(comfy)
     from PIL import Image
 
     ref = comfy.input_dir / "sapphire_dress_3view.png"
@@ -126,9 +143,8 @@ CASES: dict[str, WorkflowCase] = {
     "harness_core_preview": WorkflowCase(prepare=_harness_core_preview),
     "demo_export": WorkflowCase(prepare=_demo_export),
     "wardrobe_mask_check": WorkflowCase(prepare=_wardrobe_mask_check),
-    # Core's MiniMax H3 nodes are newer than the test ComfyUI (0.3.75): only loaded, exactly these are missing.
-    "wardrobe_minimax_h3": WorkflowCase(prepare=_wardrobe_minimax_h3, runs_on_test_comfy=False,
-                                        expected_missing=("MiniMaxH3ReferenceToVideo", "MiniMaxH3SigmaShift")),
+    # Core's MiniMax H3 nodes are in ComfyUI 0.33.0, not in 0.3.75: run on the one, only loaded on the other.
+    "wardrobe_minimax_h3": WorkflowCase(prepare=_wardrobe_minimax_h3, core_nodes=H3_CORE_NODES),
     "wardrobe_vace": WorkflowCase(prepare=_wardrobe_vace),
     "ditto_talking_head": WorkflowCase(prepare=_ditto_talking_head),
     "tts_master": WorkflowCase(prepare=_tts_master),

@@ -54,9 +54,12 @@ QUEUE_JS = """async (overridden) => {
 }"""
 
 # Offline noise of every fresh page (see the notes): release checks and registry look-ups at api.comfy.org,
-# optional user files that do not exist, and one Vue warning at start-up.
+# optional user files that do not exist, and one Vue warning at start-up. Frontend 1.49 (ComfyUI 0.33.0) also logs
+# its own "ComfyApp graph accessed before initialization" while it starts with no restored graph (the pack ships no
+# web extension; the harness reads only `app.graph`, which does not log).
 BENIGN = ("api.comfy.org", "ERR_NAME_NOT_RESOLVED", "user.css", "favicon.ico", "/api/userdata",
-          "comfy.templates.json", "reading 'id'", "ERR_ABORTED", "ERR_INTERNET_DISCONNECTED")
+          "comfy.templates.json", "reading 'id'", "ERR_ABORTED", "ERR_INTERNET_DISCONNECTED",
+          "ComfyApp graph accessed before initialization")
 
 
 def is_benign(text: str) -> bool:

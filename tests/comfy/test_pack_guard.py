@@ -1,6 +1,6 @@
 """A family whose package is missing is disabled with one log line naming the package; the others still load.
 
-The pack is loaded the way ComfyUI 0.3.75 loads a custom-node folder (`spec_from_file_location` under the folder's
+The pack is loaded the way ComfyUI (0.3.75 and 0.33.0) loads a custom-node folder (`spec_from_file_location` under the folder's
 path as module name, so the package's relative imports resolve against it), in a fresh Python with ComfyUI on
 sys.path. Before the pack registers its nodes, FAMILIES gets three extra entries: one needing a package that does
 not exist, one whose nodes module does not exist (its import fails), one whose node schema is invalid. Then
@@ -43,14 +43,16 @@ module.FAMILIES["ghost"] = ("export", [("ghost_package_for_guard_test", "ghost-p
 module.FAMILIES["broken"] = ("module_that_is_not_there", [])
 module.FAMILIES["tooold"] = ("export", [("av", "av<1")])
 
-# A family whose node schema is invalid in 0.3.75 (an input and an output share an id).
+# A family whose node schema is invalid (two inputs share an id: refused by 0.3.75 and 0.33.0 alike; an input and
+# an output sharing one is allowed since 0.33.0).
 import types
 from comfy_api.latest import io
 class BroadcastGuardBroken(io.ComfyNode):
     @classmethod
     def define_schema(cls):
         return io.Schema(node_id="BroadcastGuardBroken", display_name="Broadcast Guard Broken",
-                         category="Broadcast/test", inputs=[io.Int.Input("same")], outputs=[io.Int.Output("same")])
+                         category="Broadcast/test", inputs=[io.Int.Input("same"), io.Int.Input("same")],
+                         outputs=[io.Int.Output("out")])
     @classmethod
     def execute(cls, same):
         return io.NodeOutput(same)

@@ -13,7 +13,7 @@ import os
 
 import pytest
 
-from scripts.workflow_api import apply_overrides, input_specs, ui_to_api
+from scripts.workflow_api import apply_overrides, combo_choices, input_specs, ui_to_api
 from tests.comfy import frontend
 from tests.workflow_cases import case_for, registration_hint, stem_of, ui_workflows, workflow_id
 
@@ -53,13 +53,31 @@ def test_frontend_starts_without_pack_errors(page):
     assert startup == [], "errors while the editor started:\n" + "\n".join(startup)
 
 
+def _types_naming_absent_files(wf: dict, info: dict) -> set:
+    """Node types in `wf` with a combo value the server does not offer (a model or media file it lacks).
+
+    Newer frontends (1.49, ComfyUI 0.33.0) flag such nodes as having errors on load; 1.32 (0.3.75) does not. Files
+    a case's overrides replace, or that a load-only workflow names, are legitimately absent on the test server.
+    """
+    flagged = set()
+    if any(n.get("type") not in info for n in wf.get("nodes", []) if n.get("type") not in ("Note", "Reroute",
+                                                                                              "PrimitiveNode")):
+        return flagged  # only loaded (types missing): the frontend flags just those, checked by the caller
+    for node in ui_to_api(wf, info).values():
+        for name, spec in input_specs(info, node["class_type"]).items():
+            value, choices = node["inputs"].get(name), combo_choices(spec)
+            if choices is not None and isinstance(value, str) and value not in choices:
+                flagged.add(node["class_type"])
+    return flagged
+
+
 @pytest.mark.parametrize("path", WORKFLOWS, ids=[workflow_id(p) for p in WORKFLOWS])
 def test_workflow_loads_and_runs_from_the_editor(path, page, comfy):
     page_, log, _ = page
     case = case_for(stem_of(path))
     wf = json.loads(path.read_text(encoding="utf-8"))
 
-    expected = sorted(case.expected_missing)
+    expected = sorted(case.expected_missing_on(comfy.object_info()))
     runs = case.runs_on_test_comfy and not expected
     # Like a user who has the models and media: they exist before the editor loads the file.
     overrides = case.prepare(comfy)
@@ -76,7 +94,11 @@ def test_workflow_loads_and_runs_from_the_editor(path, page, comfy):
     dialogs = [d for d in result["dialogs"] if not (expected and d.startswith("This workflow has missing nodes"))]
     assert dialogs == [], f"dialogs after loading: {dialogs}"
     assert result["toasts"] == [], f"toasts after loading (validation problems in the file?): {result['toasts']}"
-    assert sorted(result["errorNodes"]) == expected, f"nodes flagged with errors: {result['errorNodes']}"
+    flagged = set(result["errorNodes"])
+    absent_files = _types_naming_absent_files(wf, comfy.object_info())
+    assert set(expected) <= flagged <= set(expected) | absent_files, (
+        f"nodes flagged with errors: {result['errorNodes']} (allowed: the missing types {expected} and nodes naming "
+        f"files this server lacks {sorted(absent_files)})")
     assert result["nodeCount"] > 0
     problems = log.problems()
     assert problems == [], "console errors while loading:\n" + "\n".join(problems)
