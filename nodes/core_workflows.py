@@ -2,8 +2,10 @@
 
 `wardrobe_minimax_h3` is built on core's MiniMax H3 nodes, which came with ComfyUI 0.33.0; on an older core the
 pack still loads every node family, and this says once, by workflow name, what is missing and which core brings it.
-The check reads the node types of the shipped API workflows and looks them up in core's registry (the feature, never
-a version string); the version in the message is only advice.
+The check reads the node types of the shipped API workflows and looks the ones known to come with newer cores
+(`CORE_NODES_SINCE`) up in core's registry: the feature, never a version string; the version in the message is only
+advice. Other node types are not judged here (a setup that loads the pack without core's extra nodes, as the pack's
+own guard test does, must not be told to update), and the runner names any missing type before queueing anyway.
 """
 from __future__ import annotations
 
@@ -14,7 +16,6 @@ from pathlib import Path
 log = logging.getLogger("broadcast_avatar")
 
 WORKFLOWS_DIR = Path(__file__).resolve().parent.parent / "workflows"
-PACK_PREFIX = "Broadcast"
 # Core node types the shipped workflows use that older cores lack, and the first core release that has them.
 CORE_NODES_SINCE = {
     "EmptyMiniMaxH3LatentAV": "0.33.0",
@@ -25,7 +26,7 @@ _reported: set = set()
 
 
 def missing_core_nodes(available, workflows_dir: Path = WORKFLOWS_DIR) -> dict:
-    """``{workflow stem: sorted core node types it uses that are not in `available`}`` (only workflows lacking some)."""
+    """``{workflow stem: sorted newer-core node types it uses that are not in `available`}`` (only those lacking some)."""
     out = {}
     for path in sorted(workflows_dir.rglob("*.api.json")):
         try:
@@ -33,7 +34,7 @@ def missing_core_nodes(available, workflows_dir: Path = WORKFLOWS_DIR) -> dict:
             types = {n["class_type"] for n in prompt.values() if isinstance(n, dict) and "class_type" in n}
         except (OSError, ValueError, AttributeError):
             continue  # a broken file is the workflow tests' business, not a reason to fail loading the pack
-        lacking = sorted(t for t in types if not t.startswith(PACK_PREFIX) and t not in available)
+        lacking = sorted(t for t in types if t in CORE_NODES_SINCE and t not in available)
         if lacking:
             out[path.name[: -len(".api.json")]] = lacking
     return out
@@ -45,7 +46,7 @@ def report_missing_core_nodes(available) -> None:
         if stem in _reported:
             continue
         _reported.add(stem)
-        since = sorted({CORE_NODES_SINCE[t] for t in lacking if t in CORE_NODES_SINCE})
-        need = f"ComfyUI {' / '.join(since)} or newer" if since else "a ComfyUI core (or pack) that has them"
-        log.warning("Broadcast Avatar: workflow %s needs core nodes this ComfyUI lacks (%s): update to %s to run it; "
-                    "the pack's other nodes and workflows are unaffected", stem, ", ".join(lacking), need)
+        since = max((CORE_NODES_SINCE[t] for t in lacking), key=lambda v: tuple(int(x) for x in v.split(".")))
+        log.warning("Broadcast Avatar: workflow %s needs core nodes this ComfyUI lacks (%s): update to ComfyUI %s or "
+                    "newer to run it; the pack's other nodes and workflows are unaffected", stem, ", ".join(lacking),
+                    since)

@@ -155,7 +155,7 @@ def test_h3_schema_data_matches_this_core(comfy):
             assert (name in spec.get("required", {})) == s["required"], (cls, name)
             if s["kind"] == "widget" and s["type"] in ("INT", "FLOAT"):
                 opts = core[name][1]
-                assert (opts.get("min"), opts.get("max")) == (s["min"], s["max"]), (cls, name, opts)
+                assert (opts.get("min"), opts.get("max")) == (s.get("min"), s.get("max")), (cls, name, opts)
             elif s["kind"] == "widget" and s["type"] == "COMBO":
                 assert core[name][1]["options"] == s["options"], (cls, name)
             elif s["kind"] == "link":

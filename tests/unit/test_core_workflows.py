@@ -17,14 +17,15 @@ def test_a_core_without_h3_lacks_exactly_the_h3_nodes_for_the_h3_workflow():
     assert set(H3_CORE_NODES) <= set(CW.CORE_NODES_SINCE)
 
 
-def test_pack_nodes_are_never_reported_and_the_log_says_it_once(tmp_path, caplog):
+def test_only_newer_core_nodes_are_reported_and_the_log_says_it_once(tmp_path, caplog):
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "a.api.json").write_text(json.dumps({
         "1": {"class_type": "BroadcastExportVideo", "inputs": {}},
         "2": {"class_type": "MiniMaxH3SigmaShift", "inputs": {}},
         "3": {"class_type": "SomeOtherPackNode", "inputs": {}}}))
     (tmp_path / "broken.api.json").write_text("{not json")
-    assert CW.missing_core_nodes(set(), tmp_path) == {"a": ["MiniMaxH3SigmaShift", "SomeOtherPackNode"]}
+    assert CW.missing_core_nodes(set(), tmp_path) == {"a": ["MiniMaxH3SigmaShift"]}
+    assert CW.missing_core_nodes({"MiniMaxH3SigmaShift"}, tmp_path) == {}
     CW._reported.discard("wardrobe_minimax_h3")
     available = _all_types() - set(H3_CORE_NODES)
     with caplog.at_level(logging.WARNING, logger="broadcast_avatar"):
