@@ -21,6 +21,7 @@ CORE_NODES_SINCE = {
     "EmptyMiniMaxH3LatentAV": "0.33.0",
     "MiniMaxH3ReferenceToVideo": "0.33.0",
     "MiniMaxH3SigmaShift": "0.33.0",
+    "SAM3_VideoTrack": "0.33.0",
 }
 _reported: set = set()
 

@@ -108,6 +108,16 @@ def _wardrobe_minimax_h3(comfy: Any) -> dict:
     return {}
 
 
+def _wardrobe_core_sam3_masks(comfy: Any) -> dict:
+    """On a core with SAM3 (0.33.0): the synthetic clip and its masks cached under the workflow's key (core's SAM3
+    cannot be made small); on an older core it is only loaded."""
+    if "SAM3_VideoTrack" not in comfy.object_info():
+        return {}
+    from tests.fixtures import core_sam3_wardrobe
+
+    return core_sam3_wardrobe.prepare(comfy)
+
+
 # -- ditto (issue 7) -----------------------------------------------------------------------------------------------
 def _ditto_talking_head(comfy: Any) -> dict:
     """Tiny random Ditto (upstream layout), a synthetic portrait and 24 kHz speech in the input folder."""
@@ -145,6 +155,8 @@ CASES: dict[str, WorkflowCase] = {
     "wardrobe_mask_check": WorkflowCase(prepare=_wardrobe_mask_check),
     # Core's MiniMax H3 nodes are in ComfyUI 0.33.0, not in 0.3.75: run on the one, only loaded on the other.
     "wardrobe_minimax_h3": WorkflowCase(prepare=_wardrobe_minimax_h3, core_nodes=H3_CORE_NODES),
+    # Core's SAM3 nodes are in ComfyUI 0.33.0, not in 0.3.75.
+    "wardrobe_core_sam3_masks": WorkflowCase(prepare=_wardrobe_core_sam3_masks, core_nodes=("SAM3_VideoTrack",)),
     "wardrobe_vace": WorkflowCase(prepare=_wardrobe_vace),
     "ditto_talking_head": WorkflowCase(prepare=_ditto_talking_head),
     "tts_master": WorkflowCase(prepare=_tts_master),

@@ -15,6 +15,8 @@ def test_a_core_without_h3_lacks_exactly_the_h3_nodes_for_the_h3_workflow():
     assert CW.missing_core_nodes(available, REPO_ROOT / "workflows") == {"wardrobe_minimax_h3": sorted(H3_CORE_NODES)}
     assert CW.missing_core_nodes(_all_types(), REPO_ROOT / "workflows") == {}
     assert set(H3_CORE_NODES) <= set(CW.CORE_NODES_SINCE)
+    assert CW.missing_core_nodes(_all_types() - {"SAM3_VideoTrack"}, REPO_ROOT / "workflows") == {
+        "wardrobe_core_sam3_masks": ["SAM3_VideoTrack"]}
 
 
 def test_only_newer_core_nodes_are_reported_and_the_log_says_it_once(tmp_path, caplog):
