@@ -340,12 +340,15 @@ class BatchRunner:
         try:
             if flight is None:
                 attempt = run.next_attempt()
-                prompt_id = f"{run.job.key}-a{attempt}-{self.token}"
-                prompt = unique_prefixes(run.prompt, prompt_id)
+                prefix = f"{run.job.key}-a{attempt}-{self.token}"
+                # ComfyUI 0.33.0 accepts only canonical UUIDs as prompt ids (0.3.75 took any string): one derived
+                # from the attempt's name, so the id is still known before POST /prompt and unique per attempt.
+                prompt_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"broadcast-avatar/batch/{prefix}"))
+                prompt = unique_prefixes(run.prompt, prefix)
                 run.tries += 1
                 # Written before POST /prompt: a runner that dies in between still finds the prompt on resume.
                 self.record(run, "submitted", attempt=attempt, server=slot.name, url=slot.url,
-                            prompt_id=prompt_id, prefix=prompt_id)
+                            prompt_id=prompt_id, prefix=prefix)
                 slot.server.submit(prompt, prompt_id)
             else:
                 attempt, prompt_id = flight["attempt"], flight["prompt_id"]
