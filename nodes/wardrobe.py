@@ -373,7 +373,7 @@ class BroadcastConditioningCache(io.ComfyNode):
     @classmethod
     def define_schema(cls):
         return io.Schema(
-            node_id="BroadcastConditioningCache", display_name="Broadcast Conditioning Cache", category=CAT,
+            node_id="BroadcastConditioningCache", display_name="Broadcast Conditioning Cache", category=CATEGORY,
             description="Stores a CONDITIONING by a hash of prompt + reference images + latent shape + params; on a "
                         "hit the conditioning input (and the text encoder feeding it) is never evaluated.",
             inputs=[
@@ -400,10 +400,8 @@ class BroadcastConditioningCache(io.ComfyNode):
         )
 
     @classmethod
-    def validate_inputs(cls, mode):
-        if mode is not None and mode not in ("use cache", "refresh"):
-            return f"mode must be 'use cache' or 'refresh', got {mode!r}"
-        return True
+    def validate_inputs(cls, mode=None):
+        return validate(("mode", mode, ("use cache", "refresh")))
 
     @classmethod
     def _key(cls, prompt, params, reference, latent):
