@@ -17,6 +17,7 @@ from ..engines.common.images import check_image_batch
 from ..engines.common.loop_modes import LEGACY_LOOP_MODES, LOOP_MODES
 from ..engines.ditto.audio_features import SAMPLE_RATE, check_length
 from ..engines.ditto.keypoints import DriveSettings
+from ..engines.ditto.living import LivingSettings
 from ..engines.ditto.motion import EMOTIONS
 from ..engines.ditto.avatar import AvatarSettings
 from ..engines.ditto.pipeline import DittoPipeline
@@ -31,7 +32,7 @@ FAMILY = "ditto"
 CATEGORY = comfy_bridge.category("ditto")
 STEP_PRESETS = ("50", "25", "10", "4", "custom")
 TRI_STATE = ("auto", "on", "off")
-BLINKS = ("off", "random", "fixed")
+BLINKS = ("off", "random", "fixed", "natural")
 
 
 class DittoHandle(comfy_bridge.ManagedModel):
@@ -185,13 +186,16 @@ class BroadcastDittoMotion(io.ComfyNode):
                 io.Int.Input("seed", default=0, min=0, max=2 ** 63 - 1,
                              tooltip="Fixes every noise of the run (all windows): same inputs and seed, same motion."),
                 io.Combo.Input("emotion", options=list(EMOTIONS), default="neutral",
-                               tooltip="Emotion condition (upstream's 8 labels; neutral is the default)."),
+                               tooltip="Emotion condition, upstream's 8 labels in its order: angry, disgust, fear, "
+                                       "happy, neutral (default), sad, surprise, contempt."),
                 io.Combo.Input("drive_eyes", options=list(TRI_STATE), default="auto",
                                tooltip="Let the audio drive the eyes (with gaze kept on camera). auto: on for a "
                                        "portrait, off for a loop (the loop's own eyes play)."),
                 io.Combo.Input("blinks", options=list(BLINKS), default="off",
-                               tooltip="Add the config's blink template: random gaps of 60-100 frames, or fixed gaps "
-                                       "of blink_gap frames (needs delta_eye_arr in the config; eyes driven)."),
+                               tooltip="Add the config's blink template: random gaps of 60-100 frames, fixed gaps "
+                                       "of blink_gap frames, or natural (Poisson timing at blinks_per_minute with a "
+                                       "1 s refractory gap, varied lengths, never on a closed-eye source frame). "
+                                       "Needs delta_eye_arr in the config and the eyes driven."),
                 io.Int.Input("blink_gap", default=80, min=1, max=1000, tooltip="Frames between blinks when fixed."),
                 io.Float.Input("delta_pitch", default=0.0, min=-30.0, max=30.0, step=0.5,
                                tooltip="Head pitch offset in degrees (positive nods down)."),
@@ -206,6 +210,19 @@ class BroadcastDittoMotion(io.ComfyNode):
                                tooltip="When the speech outlasts a loop avatar: ping-pong plays it forward then "
                                        "backward (each end frame shown twice, as upstream), so a loop that ends "
                                        "elsewhere than it starts never jumps; wrap restarts it at the first frame."),
+                io.Float.Input("blinks_per_minute", default=17.0, min=2.0, max=60.0, step=0.5, optional=True,
+                               tooltip="Mean blink rate of natural blinks (people: 15-20 a minute)."),
+                io.Boolean.Input("saccades", default=False, optional=True,
+                                 tooltip="Small gaze saccades: the gaze holds about a second, then jumps a little "
+                                         "in two frames (eyes driven; never while the eyes are shut)."),
+                io.Float.Input("emotion_steering", default=0.0, min=0.0, max=4.0, step=0.1, optional=True,
+                               tooltip="0: the emotion above for every frame. Above 0: louder and higher speech "
+                                       "than the clip's norm leans happy (surprise on pitch jumps), loud and low "
+                                       "angry, quiet and low sad; silence keeps the emotion above."),
+                io.Boolean.Input("head_lock", default=False, optional=True,
+                                 tooltip="Full-body loops: remove head rotation from the motion (pose kept at the "
+                                         "source's, rigid turns projected out of the expression) so the head stays "
+                                         "on the body."),
             ],
             outputs=[types.DittoMotion.Output("motion", display_name="motion")],
         )
@@ -218,16 +235,22 @@ class BroadcastDittoMotion(io.ComfyNode):
 
     @classmethod
     def execute(cls, ditto_model, avatar, audio_features, steps_preset, custom_steps, seed, emotion, drive_eyes,
-                blinks, blink_gap, delta_pitch, delta_yaw, delta_roll, pose_smoothing, loop_mode) -> io.NodeOutput:
+                blinks, blink_gap, delta_pitch, delta_yaw, delta_roll, pose_smoothing, loop_mode,
+                blinks_per_minute=17.0, saccades=False, emotion_steering=0.0, head_lock=False) -> io.NodeOutput:
         pipeline, _ = ditto_model.ready()
         steps = int(custom_steps) if steps_preset == "custom" else int(steps_preset)
         settings = pipeline.motion_settings(steps=steps, seed=int(seed), emotion=emotion,
-                                            pose_smoothing=int(pose_smoothing))
+                                            pose_smoothing=int(pose_smoothing),
+                                            emotion_steering=float(emotion_steering))
+        living = None
+        if blinks == "natural" or saccades:
+            living = LivingSettings(blinks=blinks == "natural", blinks_per_minute=float(blinks_per_minute),
+                                    saccades=bool(saccades), seed=int(seed))
         drive = DriveSettings(
             drive_eyes=None if drive_eyes == "auto" else drive_eyes == "on", delta_pitch=float(delta_pitch),
             delta_yaw=float(delta_yaw), delta_roll=float(delta_roll),
-            blink_open_frames={"off": -1, "random": 0, "fixed": int(blink_gap)}[blinks], loop_mode=loop_mode,
-            seed=int(seed))
+            blink_open_frames={"off": -1, "random": 0, "fixed": int(blink_gap), "natural": -1}[blinks],
+            loop_mode=loop_mode, seed=int(seed), living=living, head_lock=bool(head_lock))
         seq = pipeline.motion(avatar, audio_features.features, settings, drive, audio_features.audio16k,
                               comfy_bridge.progress(1))
         return io.NodeOutput(seq)

@@ -20,7 +20,7 @@ from ..engines.musetalk.face_track import HaarDetector, parse_box, track_faces, 
 from ..engines.musetalk.face_track import preview as track_preview
 from ..engines.musetalk.avatar import CropSettings, build_avatar
 from ..engines.musetalk.blend import MouthEllipse
-from ..engines.musetalk.lipsync import LipSyncSettings, lipsync, lipsync_chunks
+from ..engines.musetalk.lipsync import BLEND_MODES, LipSyncSettings, lipsync, lipsync_chunks
 from ..engines.musetalk.loader import describe, load_musetalk
 from . import comfy_bridge, types
 from .inputs import PRECISIONS, resolve_dtype, validate
@@ -256,6 +256,11 @@ class BroadcastMuseTalkLipSync(io.ComfyNode):
                                          "is then the last frame only."),
                 io.String.Input("filename_prefix", default="broadcast/musetalk",
                                 tooltip="Output name inside ComfyUI's output folder when streaming."),
+                io.Combo.Input("blend", options=list(BLEND_MODES), default="feather", optional=True,
+                               tooltip="Mouth paste-back: feather (alpha blend); reinhard (first match the mouth's "
+                                       "colours to the frame in Lab: no skin-tone patch); poisson (OpenCV seamless "
+                                       "clone: the frame's own border values). Outside the mouth region the frame "
+                                       "is never changed."),
             ],
             outputs=[
                 io.Image.Output("images", display_name="images"),
@@ -267,15 +272,15 @@ class BroadcastMuseTalkLipSync(io.ComfyNode):
         )
 
     @classmethod
-    def validate_inputs(cls, loop_mode=None, filename_prefix=None):
-        return validate(("loop_mode", loop_mode, LOOP_MODES, LEGACY_LOOP_MODES),
+    def validate_inputs(cls, loop_mode=None, filename_prefix=None, blend=None):
+        return validate(("loop_mode", loop_mode, LOOP_MODES, LEGACY_LOOP_MODES), ("blend", blend, BLEND_MODES),
                         lambda: filename_prefix is None or check_prefix(filename_prefix))
 
     @classmethod
     def execute(cls, musetalk_model, avatar, audio, batch_size, stride, fps, loop_mode, stream_to_file=False,
-                filename_prefix="broadcast/musetalk") -> io.NodeOutput:
+                filename_prefix="broadcast/musetalk", blend="feather") -> io.NodeOutput:
         settings = LipSyncSettings(batch_size=int(batch_size), stride=int(stride), fps=float(fps) or None,
-                                   loop_mode=loop_mode)
+                                   loop_mode=loop_mode, blend=blend)
         out_fps = float(settings.fps or avatar.fps)
         nets, device = musetalk_model.ready()
         if not stream_to_file:

@@ -15,6 +15,8 @@ from typing import Optional
 import numpy as np
 
 from ..common.loop_modes import loop_index
+from . import head_lock as hl
+from . import living as lv
 
 EYE_KPS = (11, 13, 15, 16, 18)
 LIP_KPS = (6, 12, 14, 17, 19, 20)
@@ -87,6 +89,9 @@ class DriveSettings:
     relative: bool = True
     loop_mode: str = "ping-pong"             # engines.common.loop_modes: "ping-pong" (upstream's mirror) or "wrap"
     seed: int = 0
+    living: Optional[lv.LivingSettings] = None  # natural blinks / saccades instead of the template schedule
+    head_lock: bool = False                  # no head rotation from the motion (see head_lock.py)
+    fps: float = 25.0
 
 
 def source_index(n_out: int, n_src: int, loop_mode: str) -> np.ndarray:
@@ -104,6 +109,8 @@ def driven_keypoints(motion: np.ndarray, info: dict, settings: DriveSettings,
     d = split_motion(motion)
     s = {k: info[k][src].astype(np.float32) for k in KEYS}
     use = ("exp", "pitch", "yaw", "roll", "t") if is_image else ("exp",)
+    if settings.head_lock:
+        use = ("exp", "t") if is_image else ("exp",)  # the pose stays the source's
     x = {}
     for k in KEYS:
         if k in use:
@@ -111,7 +118,17 @@ def driven_keypoints(motion: np.ndarray, info: dict, settings: DriveSettings,
         else:
             x[k] = s[k]
     drive_eyes = is_image if settings.drive_eyes is None else settings.drive_eyes
-    use_template = drive_eyes and blink_template is not None and settings.blink_open_frames >= 0
+    living = settings.living if drive_eyes else None
+    living_blinks, gaze = None, None
+    if living is not None and (living.blinks or living.saccades):
+        # Natural blinks replace the template's fixed schedule; none lands on a closed-eye source frame.
+        closed = lv.closed_source_frames(info["eye_open"])[src] if "eye_open" in info else np.zeros(n, bool)
+        template = blink_template if living.blinks else None
+        offsets, gaze, onsets = lv.living_offsets(n, settings.fps, template, closed, living)
+        living_blinks = offsets if onsets else None
+    template_blinks = (drive_eyes and living is None and blink_template is not None
+                       and settings.blink_open_frames >= 0)
+    use_template = template_blinks or living_blinks is not None
     a1 = np.zeros((21, 3), np.float32)
     a1[list(LIP_KPS)] = 1
     a2 = np.zeros((21, 3), np.float32)
@@ -121,10 +138,19 @@ def driven_keypoints(motion: np.ndarray, info: dict, settings: DriveSettings,
         a2[list(EYE_KPS)] = 1
     a1, a2 = a1.reshape(1, -1), a2.reshape(1, -1)
     delta_eye = 0.0
-    if use_template:
+    if living_blinks is not None:
+        delta_eye = living_blinks
+    elif template_blinks:
         rng = np.random.default_rng(settings.seed)
         delta_eye = blink_template[blink_schedule(n, len(blink_template), settings.blink_open_frames, rng)]
     x["exp"] = x["exp"] * (a1 * (1 - a2)) + s["exp"] * ((1 - a1) + a1 * a2) + delta_eye * a2
+    if settings.head_lock:  # no rigid turn hidden in the expression offsets of the driven keypoints
+        posed = info["kp"][src].reshape(n, -1, 3) @ rotation(*(bins_to_degrees(s[k]) for k in ("pitch", "yaw", "roll")))
+        posed = posed + s["exp"].reshape(n, -1, 3)
+        moving = np.maximum(a1, a2).reshape(-1)
+        x["exp"] = s["exp"] + hl.lock_expression(x["exp"] - s["exp"], posed, moving)
+    if gaze is not None:
+        x["exp"] = lv.apply_gaze(x["exp"], gaze)
     deg = {k: bins_to_degrees(x[k]) + getattr(settings, f"delta_{k}") for k in ("pitch", "yaw", "roll")}
     if drive_eyes:
         x["exp"] = fix_gaze(x["exp"], deg["yaw"] - bins_to_degrees(info["yaw"][:1]),

@@ -19,8 +19,7 @@ from ..common.errors import InputError
 from ..common.loop_modes import loop_index
 from ..common.progress import Progress, ensure
 from . import diffusion
-
-EMOTIONS = ("angry", "disgust", "fear", "happy", "neutral", "sad", "surprise", "contempt")
+from .emotion import EMOTIONS, emotion_weights, label_logits, softmax
 NEUTRAL = EMOTIONS.index("neutral")
 MOTION_DIM = 265
 POSE_DIMS = slice(1, 202)          # pitch, yaw, roll bins and translation: what Savitzky-Golay may touch
@@ -29,10 +28,7 @@ SMOOTH_DIMS = 202                  # upstream smooths [0:202]: scale, pose, tran
 
 def emotion_vector(label: int) -> np.ndarray:
     """Upstream's soft one-hot: softmax of 8 at the label, 0 elsewhere (0.9977 on the label)."""
-    logits = np.zeros(8, np.float64)
-    logits[label] = 8.0
-    e = np.exp(logits - logits.max())
-    return (e / e.sum()).astype(np.float32)
+    return softmax(label_logits(label)).astype(np.float32)
 
 
 def mirror_index(i: np.ndarray, n: int) -> np.ndarray:
@@ -46,11 +42,13 @@ def source_motion(info: dict, frame: int = 0) -> np.ndarray:
                            info["roll"][frame], info["t"][frame], info["exp"][frame]]).astype(np.float32)
 
 
-def build_condition(features: np.ndarray, info: dict, emotion: int, eye_f0_mode: bool) -> np.ndarray:
+def build_condition(features: np.ndarray, info: dict, emotion: int, eye_f0_mode: bool,
+                    emotions: Optional[np.ndarray] = None) -> np.ndarray:
+    """Per-frame condition; `emotions` (n, 8) replaces the fixed label's soft one-hot (audio steering)."""
     n = len(features)
     m = len(info["eye_open"])
     idx = np.zeros(n, np.int64) if (eye_f0_mode or m == 1) else mirror_index(np.arange(n), m)
-    emo = np.broadcast_to(emotion_vector(emotion), (n, 8))
+    emo = np.broadcast_to(emotion_vector(emotion), (n, 8)) if emotions is None else emotions
     sc = np.broadcast_to(info["kp"][0].reshape(1, -1), (n, info["kp"].shape[1]))
     return np.concatenate([features, emo, info["eye_open"][idx], info["eye_ball"][idx], sc], axis=1
                           ).astype(np.float32)
@@ -103,10 +101,11 @@ class MotionSettings:
     eye_f0_mode: bool = False
     savgol_window: int = 0
     guidance: float = 2.0
+    emotion_steering: float = 0.0   # > 0: the emotion follows the speech's energy and pitch (emotion.py)
 
     @classmethod
     def from_config(cls, defaults: dict, *, steps: int, seed: int, emotion: str,
-                    pose_smoothing: int = 0) -> "MotionSettings":
+                    pose_smoothing: int = 0, emotion_steering: float = 0.0) -> "MotionSettings":
         """The user's choices plus what the release's config fixes: the window overlap (`overlap_v2`), upstream's
         mean smoothing (`smo_k_d`) and the keypoint-condition fixing (`fix_kp_cond`, `fix_kp_cond_dim`)."""
         if emotion not in EMOTIONS:
@@ -115,13 +114,14 @@ class MotionSettings:
         return cls(steps=int(steps), seed=int(seed), emotion=EMOTIONS.index(emotion),
                    overlap=int(defaults["overlap_v2"]), smooth_k=int(defaults["smo_k_d"]),
                    fix_kp_cond=int(defaults.get("fix_kp_cond") or 0), fix_kp_cond_dims=tuple(dims) if dims else None,
-                   savgol_window=int(pose_smoothing))
+                   savgol_window=int(pose_smoothing), emotion_steering=float(emotion_steering))
 
 
 def generate(lmdm, features: np.ndarray, info: dict, settings: MotionSettings,
              v_min_max: Optional[np.ndarray] = None, device: torch.device = torch.device("cpu"),
-             dtype: torch.dtype = torch.float32, progress: Optional[Progress] = None) -> np.ndarray:
-    """Run LMDM over the whole clip; returns (frames, 265) float32."""
+             dtype: torch.dtype = torch.float32, progress: Optional[Progress] = None,
+             audio16k: Optional[np.ndarray] = None) -> np.ndarray:
+    """Run LMDM over the whole clip; returns (frames, 265) float32. `audio16k` is needed for emotion steering."""
     progress = ensure(progress)
     seq_frames = lmdm.seq_len
     if not 0 < settings.overlap < seq_frames:
@@ -130,7 +130,13 @@ def generate(lmdm, features: np.ndarray, info: dict, settings: MotionSettings,
         raise InputError("emotion", f"one of {', '.join(EMOTIONS)}", str(settings.emotion))
     n = len(features)
     valid = seq_frames - settings.overlap
-    cond_all = build_condition(features, info, settings.emotion, settings.eye_f0_mode)
+    emotions = None
+    if settings.emotion_steering > 0:
+        if audio16k is None:
+            raise InputError("emotion_steering", "the speech the features came from (to steer the emotion)",
+                             "no audio", "Use Broadcast Ditto Audio Features, or set emotion_steering to 0.")
+        emotions = emotion_weights(n, settings.emotion, audio16k, settings.emotion_steering)
+    cond_all = build_condition(features, info, settings.emotion, settings.eye_f0_mode, emotions)
     if cond_all.shape[1] != lmdm.cond_projection.in_features:
         raise InputError("ditto_model", f"a motion model taking a {cond_all.shape[1]}-d condition",
                          f"one taking {lmdm.cond_projection.in_features}")

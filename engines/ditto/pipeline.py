@@ -95,10 +95,11 @@ class DittoPipeline:
                         {"frames": len(feats)})
         return feats
 
-    def motion_settings(self, *, steps: int, seed: int, emotion: str, pose_smoothing: int = 0) -> MotionSettings:
+    def motion_settings(self, *, steps: int, seed: int, emotion: str, pose_smoothing: int = 0,
+                        emotion_steering: float = 0.0) -> MotionSettings:
         """Motion settings from the user's choices and this release's config (`MotionSettings.from_config`)."""
         return MotionSettings.from_config(self.config.defaults, steps=steps, seed=seed, emotion=emotion,
-                                             pose_smoothing=pose_smoothing)
+                                          pose_smoothing=pose_smoothing, emotion_steering=emotion_steering)
 
     def motion(self, avatar: Avatar, features: np.ndarray, settings: MotionSettings,
                drive: DriveSettings, audio16k: Optional[np.ndarray] = None,
@@ -106,7 +107,7 @@ class DittoPipeline:
         v_clip = self.config.defaults.get("v_min_max_for_clip")
         seq = generate_motion(self.nets.lmdm, features, avatar.info, settings,
                           None if v_clip is None else np.asarray(v_clip, np.float32), self.device, torch.float32,
-                          progress)
+                          progress, audio16k)
         blink = self.config.defaults.get("delta_eye_arr")
         src, kp = driven_keypoints(seq, avatar.info, drive, None if blink is None else np.asarray(blink, np.float32))
         return MotionSequence(seq, src, kp, avatar.key, audio16k, settings={"steps": settings.steps, "seed": settings.seed,

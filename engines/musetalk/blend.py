@@ -18,6 +18,7 @@ from typing import Optional
 
 import torch
 
+from ..common import blend_modes
 from ..common.loop_modes import loop_index
 
 CROP = 256
@@ -117,7 +118,10 @@ class MouthPaster:
     (``bg + 0·(fg − bg)``). The result equals a full resize of face and mask to the box followed by a blend.
     """
 
-    def __init__(self, mask: torch.Tensor):
+    def __init__(self, mask: torch.Tensor, mode: str = "feather"):
+        if mode not in blend_modes.MODES:
+            raise ValueError(f"blend mode must be one of {blend_modes.MODES}, got {mode!r}")
+        self.mode = mode  # feather, reinhard (Lab colour transfer first) or poisson (engines/common/blend_modes.py)
         self.mask = mask.detach().to("cpu", torch.float32)   # plans are built on the CPU, then moved to the frame
         mrows = self.mask.amax(dim=1)
         mcols = self.mask.amax(dim=0)
@@ -154,7 +158,7 @@ class MouthPaster:
         fg = torch.matmul(torch.matmul(p.ry, src), p.rx.T)                     # [3, hs, ws]
         region = frame[y1 + a0:y1 + a1, x1 + b0:x1 + b1]
         bg = region.permute(2, 0, 1).to(torch.float32)
-        region.copy_((bg + p.alpha[None] * (fg - bg)).permute(1, 2, 0))
+        region.copy_(blend_modes.composite(fg, bg, p.alpha, self.mode).permute(1, 2, 0))
 
 
 def paste_face(frame: torch.Tensor, face: torch.Tensor, mask: torch.Tensor, box) -> None:

@@ -16,6 +16,7 @@ from typing import Any, Callable, Iterator, Optional
 
 import torch
 
+from ..common.blend_modes import MODES as BLEND_MODES
 from ..common.errors import InputError
 from ..common.frames import collect_frames
 from ..common.loop_modes import loop_mode_name
@@ -37,6 +38,7 @@ class LipSyncSettings:
     stride: int = 1
     fps: Optional[float] = None
     loop_mode: str = "wrap"
+    blend: str = "feather"   # paste-back: feather, reinhard or poisson (engines/common/blend_modes.py)
 
 
 def run_padded(fn: Callable[..., torch.Tensor], batch: int, *xs: torch.Tensor) -> torch.Tensor:
@@ -55,15 +57,18 @@ def check_settings(settings: LipSyncSettings) -> None:
     if settings.fps is not None and not settings.fps > 0:
         raise InputError("fps", "a positive frame rate (or 0 for the avatar's)", str(settings.fps))
     loop_mode_name(settings.loop_mode)
+    if settings.blend not in BLEND_MODES:
+        raise InputError("blend", f"one of {', '.join(BLEND_MODES)}", repr(settings.blend))
 
 
 class _Renderer:
     """Decodes pending latents in fixed batches and pastes them onto their loop frames."""
 
-    def __init__(self, nets, avatar: Avatar, src: torch.Tensor, batch: int, progress: Progress):
+    def __init__(self, nets, avatar: Avatar, src: torch.Tensor, batch: int, progress: Progress,
+                 blend: str = "feather"):
         self.nets, self.avatar, self.src, self.batch = nets, avatar, src, batch
         self.progress = progress
-        self.paster = MouthPaster(avatar.mask)
+        self.paster = MouthPaster(avatar.mask, blend)
         self.latents: list[torch.Tensor] = []
         self.frames: list[torch.Tensor] = []
         self.count = 0
@@ -122,7 +127,7 @@ def lipsync_chunks(nets, avatar: Avatar, audio: Any, settings: LipSyncSettings =
     keys = keyframe_indices(n, settings.stride)
     batch = settings.batch_size
     progress.reset(len(keys) + n)
-    renderer = _Renderer(nets, avatar, src, batch, progress)
+    renderer = _Renderer(nets, avatar, src, batch, progress, settings.blend)
     timestep = torch.zeros(1, dtype=torch.long, device=device)
     unet = lambda lat, cond: nets.unet(lat, timestep, encoder_hidden_states=cond).sample  # noqa: E731
     prev_lat, prev_idx, next_frame = None, None, 0

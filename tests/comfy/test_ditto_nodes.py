@@ -144,3 +144,18 @@ def test_a_streaming_prefix_outside_the_output_folder_is_refused_when_queued(com
     assert status == 400
     assert "filename_prefix" in str(body)
     assert not any(comfy.base_dir.rglob("escape_*.mp4"))
+
+
+def test_living_face_emotion_steering_and_head_lock_run_from_the_motion_node(comfy, inputs):
+    info = comfy.object_info()["BroadcastDittoMotion"]["input"]
+    assert "natural" in info["required"]["blinks"][1]["options"]
+    assert {"blinks_per_minute", "saccades", "emotion_steering", "head_lock"} <= set(info["optional"])
+    assert "angry, disgust, fear, happy, neutral" in info["required"]["emotion"][1]["tooltip"]  # the order
+    portrait_file, speech_file = inputs
+    motion = {"drive_eyes": "on", "blinks": "natural", "blinks_per_minute": 40.0, "saccades": True,
+              "emotion_steering": 1.0, "head_lock": True}
+    entry = comfy.run(chain(portrait_file, speech_file, motion=motion, export_prefix="broadcast/ditto_living"))
+    item = entry["outputs"]["8"]["images"][0]
+    assert reader.probe(comfy.output_dir / item["subfolder"] / item["filename"]).frame_count == math.ceil(1.6 * 25)
+    status, body = comfy.request("POST", "/prompt", {"prompt": chain(*inputs, motion={"emotion_steering": 9.0})})
+    assert status == 400 and "6" in body.get("node_errors", {}), body

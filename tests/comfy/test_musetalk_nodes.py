@@ -163,3 +163,30 @@ def test_bad_choices_are_refused_before_anything_runs(comfy, inputs):
         prompt = chain(loop_file, speech_file)
         prompt["3"]["inputs"]["precision"] = "fp8"
         comfy.queue(prompt)
+
+
+def test_colour_transfer_and_poisson_paste_back_change_only_the_mouth(comfy, inputs):
+    import numpy as np
+
+    loop_file, speech_file = inputs
+    info = comfy.object_info()["BroadcastMuseTalkLipSync"]["input"]["optional"]["blend"]
+    assert info[1]["options"] == ["feather", "reinhard", "poisson"]
+    frames = {}
+    for mode in ("feather", "reinhard", "poisson"):
+        prompt = chain(loop_file, speech_file, lipsync={"blend": mode}, export_prefix=None)
+        prompt["9"] = {"class_type": "SaveImage", "inputs": {"images": ["6", 0], "filename_prefix": f"mt_{mode}"}}
+        entry = comfy.run(prompt)
+        item = entry["outputs"]["9"]["images"][0]
+        from PIL import Image
+
+        frames[mode] = np.asarray(Image.open(comfy.output_dir / item["subfolder"] / item["filename"]))
+    differs = [np.any(frames[m] != frames["feather"], axis=2) for m in ("reinhard", "poisson")]
+    for d in differs:
+        ys, xs = np.nonzero(d)
+        assert d.any()
+        # the mouth sits in the lower middle of the face box; rows above it (hair, eyes) never change
+        assert ys.min() > frames["feather"].shape[0] * 0.25
+    from scripts.comfy_server import PromptFailed
+
+    with pytest.raises(PromptFailed, match="blend"):
+        comfy.queue(chain(loop_file, speech_file, lipsync={"blend": "multiply"}))
