@@ -20,7 +20,9 @@ from ..engines.musetalk.face_track import HaarDetector, parse_box, track_faces, 
 from ..engines.musetalk.face_track import preview as track_preview
 from ..engines.musetalk.avatar import CropSettings, build_avatar
 from ..engines.musetalk.blend import MouthEllipse
-from ..engines.musetalk.lipsync import BLEND_MODES, LipSyncSettings, lipsync, lipsync_chunks
+from ..engines.musetalk.cadence import VELOCITY_THRESHOLD
+from ..engines.musetalk.lipsync import (BLEND_MODES, MAX_STRIDE, STRIDE_MODES, LipSyncSettings, LipSyncStats, lipsync,
+                                        lipsync_chunks)
 from ..engines.musetalk.loader import describe, load_musetalk
 from . import comfy_bridge, types
 from .inputs import PRECISIONS, resolve_dtype, validate
@@ -243,7 +245,8 @@ class BroadcastMuseTalkLipSync(io.ComfyNode):
                              tooltip="Frames per UNet and VAE call (8-32 on a GPU). The last batch is padded."),
                 io.Int.Input("stride", default=1, min=1, max=3, step=1,
                              tooltip="Run the UNet on every Nth frame and SLERP the latents between (1 = every "
-                                     "frame; 2-3 are faster and steadier)."),
+                                     "frame; 2-3 are faster and steadier). adaptive: the stride on fast "
+                                     "articulation."),
                 io.Float.Input("fps", default=0.0, min=0.0, max=120.0, step=0.001,
                                tooltip="Output frame rate; 0 = the avatar's."),
                 io.Combo.Input("loop_mode", options=list(LOOP_MODES), default="wrap",
@@ -261,6 +264,19 @@ class BroadcastMuseTalkLipSync(io.ComfyNode):
                                        "colours to the frame in Lab: no skin-tone patch); poisson (OpenCV seamless "
                                        "clone: the frame's own border values). Outside the mouth region the frame "
                                        "is never changed."),
+                io.Combo.Input("stride_mode", options=list(STRIDE_MODES), default="fixed", optional=True,
+                               tooltip="fixed: a keyframe every `stride` frames. adaptive: the spacing follows the "
+                                       "speech, segment by segment: `stride` where the audio moves fast (plosives, "
+                                       "quick syllables), `max_stride` where every frame of the span is steadier "
+                                       "than velocity_threshold (held vowels, pauses); SLERP fills between."),
+                io.Int.Input("max_stride", default=4, min=1, max=MAX_STRIDE, step=1, optional=True,
+                             tooltip="adaptive: keyframe spacing on steady audio (4-5 = 160-200 ms at 25 fps). "
+                                     "At least `stride`."),
+                io.Float.Input("velocity_threshold", default=VELOCITY_THRESHOLD, min=0.0, max=10.0, step=0.005,
+                               optional=True,
+                               tooltip="adaptive: audio velocity (mean absolute change of a frame's Whisper window "
+                                       "mean from the previous frame's) above which a span counts as fast. 0.065 "
+                                       "suits whisper-tiny; lower = more keyframes."),
             ],
             outputs=[
                 io.Image.Output("images", display_name="images"),
@@ -272,21 +288,28 @@ class BroadcastMuseTalkLipSync(io.ComfyNode):
         )
 
     @classmethod
-    def validate_inputs(cls, loop_mode=None, filename_prefix=None, blend=None):
+    def validate_inputs(cls, loop_mode=None, filename_prefix=None, blend=None, stride_mode=None):
         return validate(("loop_mode", loop_mode, LOOP_MODES, LEGACY_LOOP_MODES), ("blend", blend, BLEND_MODES),
+                        ("stride_mode", stride_mode, STRIDE_MODES),
                         lambda: filename_prefix is None or check_prefix(filename_prefix))
 
     @classmethod
     def execute(cls, musetalk_model, avatar, audio, batch_size, stride, fps, loop_mode, stream_to_file=False,
-                filename_prefix="broadcast/musetalk", blend="feather") -> io.NodeOutput:
+                filename_prefix="broadcast/musetalk", blend="feather", stride_mode="fixed", max_stride=4,
+                velocity_threshold=VELOCITY_THRESHOLD) -> io.NodeOutput:
         settings = LipSyncSettings(batch_size=int(batch_size), stride=int(stride), fps=float(fps) or None,
-                                   loop_mode=loop_mode, blend=blend)
+                                   loop_mode=loop_mode, blend=blend, stride_mode=stride_mode,
+                                   max_stride=int(max_stride), velocity_threshold=float(velocity_threshold))
         out_fps = float(settings.fps or avatar.fps)
         nets, device = musetalk_model.ready()
+        stats = LipSyncStats()
         if not stream_to_file:
-            frames = lipsync(nets, avatar, audio, settings, device=device, progress=comfy_bridge.progress(1))
-            return io.NodeOutput(frames, audio, out_fps, "")
-        chunks = lipsync_chunks(nets, avatar, audio, settings, device=device, progress=comfy_bridge.progress(1))
+            frames = lipsync(nets, avatar, audio, settings, device=device, progress=comfy_bridge.progress(1),
+                             stats=stats)
+            log.info("Broadcast MuseTalk Lip Sync: %s", stats.summary())
+            return io.NodeOutput(frames, audio, out_fps, "", ui=ui.PreviewText(stats.summary()))
+        chunks = lipsync_chunks(nets, avatar, audio, settings, device=device, progress=comfy_bridge.progress(1),
+                                stats=stats)
         video = stream_video(cls, chunks, out_fps, filename_prefix, audio)
         return io.NodeOutput(video.last_frame, audio, out_fps, video.path, ui=video.ui)
 

@@ -94,3 +94,12 @@ def positional_encoding(n_tokens: int, width: int, device=None, dtype=torch.floa
     pe[:, 0::2] = torch.sin(pos * div)
     pe[:, 1::2] = torch.cos(pos * div)
     return pe.to(device=device, dtype=dtype)
+
+
+def window_means(padded: torch.Tensor, n_frames: int, fps: float) -> torch.Tensor:
+    """Mean of each frame's 50 audio tokens, ``[N, D]`` float64, without gathering the windows: a running sum over
+    the layer-averaged steps (the posts' ``w̄_f``, input of the adaptive cadence and the viseme hash)."""
+    steps = padded.to(torch.float64).mean(dim=1)                                    # [S, D]
+    csum = torch.cat([steps.new_zeros(1, steps.shape[1]), steps.cumsum(dim=0)])
+    starts = window_starts(n_frames, fps)
+    return (csum[starts + WINDOW_STEPS] - csum[starts]) / WINDOW_STEPS

@@ -68,3 +68,42 @@ def expand_keyframes(key_latents: torch.Tensor, key_indices: torch.Tensor, frame
     if exact1.any():
         out[exact1] = key_latents[(seg + 1).to(dev)[exact1]]
     return out
+
+
+# Adaptive cadence (the posts' WebGPU build): a frame's articulation speed is the mean absolute change of its audio
+# window's mean vector from the previous frame's; above the threshold a keyframe span is cut to the short stride.
+VELOCITY_THRESHOLD = 0.065     # the posts' figure for whisper-tiny windows (80 ms stride above it, 160-200 ms below)
+
+
+def window_velocity(window_means: torch.Tensor) -> torch.Tensor:
+    """Acoustic velocity per frame ``Δv_f = mean_c |w̄_f,c − w̄_(f−1),c|`` from ``[N, D]`` window means (``Δv_0 = 0``),
+    float64 ``[N]``."""
+    w = window_means.to(torch.float64)
+    v = torch.zeros(w.shape[0], dtype=torch.float64)
+    if w.shape[0] > 1:
+        v[1:] = (w[1:] - w[:-1]).abs().mean(dim=1)
+    return v
+
+
+def adaptive_keyframe_indices(velocity: torch.Tensor, min_stride: int, max_stride: int,
+                              threshold: float = VELOCITY_THRESHOLD) -> torch.Tensor:
+    """Keyframes whose spacing follows the articulation, segment by segment.
+
+    From each keyframe ``k`` the next one is ``k + max_stride`` when every frame of ``(k, k + max_stride]`` moves
+    slower than `threshold` (a steady vowel or a pause: SLERP carries the mouth), else ``k + min_stride`` (fast
+    articulation: the UNet sees the mouth often). Always starts at 0 and ends on the last frame (never
+    extrapolates), like `keyframe_indices`, which it equals when ``min_stride == max_stride``.
+    """
+    n = int(velocity.shape[0])
+    if n < 1:
+        raise ValueError("velocity must cover at least one frame")
+    if not 1 <= min_stride <= max_stride:
+        raise ValueError(f"strides must satisfy 1 <= min_stride <= max_stride, got {min_stride}, {max_stride}")
+    fast = (velocity.to(torch.float64) > float(threshold)).tolist()
+    keys, k = [0], 0
+    while k < n - 1:
+        span_end = min(k + max_stride, n - 1)
+        step = min_stride if any(fast[k + 1:span_end + 1]) else max_stride
+        k = min(k + step, n - 1)
+        keys.append(k)
+    return torch.tensor(keys, dtype=torch.long)

@@ -21,24 +21,45 @@ from ..common.errors import InputError
 from ..common.frames import collect_frames
 from ..common.loop_modes import loop_mode_name
 from ..common.progress import Progress, ensure
-from .audio_features import TOKENS, encode_audio, pad_features, positional_encoding, prepare_audio, window_features
+from .audio_features import (TOKENS, encode_audio, pad_features, positional_encoding, prepare_audio, window_features,
+                             window_means)
 from .avatar import Avatar
 from .blend import MouthPaster, source_indices
-from .cadence import expand_keyframes, keyframe_indices
+from .cadence import (VELOCITY_THRESHOLD, adaptive_keyframe_indices, expand_keyframes, keyframe_indices,
+                      window_velocity)
 
+STRIDE_MODES = ("fixed", "adaptive")
+MAX_STRIDE = 8
 
 
 @dataclass(frozen=True)
 class LipSyncSettings:
     """batch_size: frames per UNet/VAE call; stride: UNet on every stride-th frame (1 = all); fps: output rate
     (None = the avatar's); loop_mode: how the avatar loop repeats (`engines.common.loop_modes`: "wrap" or
-    "ping-pong")."""
+    "ping-pong"). stride_mode "adaptive": `stride` is the spacing on fast articulation and `max_stride` the spacing
+    where every frame of the span moves slower than `velocity_threshold` (`cadence.adaptive_keyframe_indices`)."""
 
     batch_size: int = 8
     stride: int = 1
     fps: Optional[float] = None
     loop_mode: str = "wrap"
     blend: str = "feather"   # paste-back: feather, reinhard or poisson (engines/common/blend_modes.py)
+    stride_mode: str = "fixed"
+    max_stride: int = 4
+    velocity_threshold: float = VELOCITY_THRESHOLD
+
+
+@dataclass
+class LipSyncStats:
+    """What one run did, filled in as it renders: frames, frames run through the UNet, frames VAE-decoded."""
+
+    frames: int = 0
+    unet_frames: int = 0
+    decoded_frames: int = 0
+
+    def summary(self) -> str:
+        return (f"{self.frames} frames, {self.unet_frames} through the UNet "
+                f"(mean stride {self.frames / max(1, self.unet_frames):.2f}), {self.decoded_frames} VAE-decoded")
 
 
 def run_padded(fn: Callable[..., torch.Tensor], batch: int, *xs: torch.Tensor) -> torch.Tensor:
@@ -59,15 +80,31 @@ def check_settings(settings: LipSyncSettings) -> None:
     loop_mode_name(settings.loop_mode)
     if settings.blend not in BLEND_MODES:
         raise InputError("blend", f"one of {', '.join(BLEND_MODES)}", repr(settings.blend))
+    if settings.stride_mode not in STRIDE_MODES:
+        raise InputError("stride_mode", " or ".join(STRIDE_MODES), repr(settings.stride_mode))
+    if settings.stride_mode == "adaptive":
+        if not settings.stride <= settings.max_stride <= MAX_STRIDE:
+            raise InputError("max_stride", f"a stride from stride ({settings.stride}) to {MAX_STRIDE}",
+                             str(settings.max_stride))
+        if not settings.velocity_threshold >= 0:
+            raise InputError("velocity_threshold", "a velocity of 0 or more", str(settings.velocity_threshold))
+
+
+def choose_keyframes(padded: torch.Tensor, n: int, fps: float, settings: LipSyncSettings) -> torch.Tensor:
+    """The frames the UNet evaluates: every `stride`-th (fixed) or spaced by the audio's velocity (adaptive)."""
+    if settings.stride_mode == "fixed":
+        return keyframe_indices(n, settings.stride)
+    velocity = window_velocity(window_means(padded, n, fps))
+    return adaptive_keyframe_indices(velocity, settings.stride, settings.max_stride, settings.velocity_threshold)
 
 
 class _Renderer:
     """Decodes pending latents in fixed batches and pastes them onto their loop frames."""
 
     def __init__(self, nets, avatar: Avatar, src: torch.Tensor, batch: int, progress: Progress,
-                 blend: str = "feather"):
+                 blend: str = "feather", stats: Optional[LipSyncStats] = None):
         self.nets, self.avatar, self.src, self.batch = nets, avatar, src, batch
-        self.progress = progress
+        self.progress, self.stats = progress, stats if stats is not None else LipSyncStats()
         self.paster = MouthPaster(avatar.mask, blend)
         self.latents: list[torch.Tensor] = []
         self.frames: list[torch.Tensor] = []
@@ -101,6 +138,8 @@ class _Renderer:
             out[j].copy_(frames[s])
             self.paster.paste(out[j], faces[j], self.avatar.boxes[s].tolist())
         self.progress.step(k)
+        self.stats.decoded_frames += k
+        self.stats.frames += k
         return out
 
 
@@ -112,10 +151,13 @@ def frame_count(audio: Any, settings: LipSyncSettings, avatar: Avatar) -> int:
 @torch.no_grad()   # torch applies it around each resume of the generator, not across the caller's code
 def lipsync_chunks(nets, avatar: Avatar, audio: Any, settings: LipSyncSettings = LipSyncSettings(),
                    device: torch.device = torch.device("cpu"),
-                   progress: Optional[Progress] = None) -> Iterator[torch.Tensor]:
+                   progress: Optional[Progress] = None,
+                   stats: Optional[LipSyncStats] = None) -> Iterator[torch.Tensor]:
     """Render the lip-synced clip as a generator of frame chunks ``[b, H, W, 3]``, in order, ``floor(duration ·
-    fps)`` frames in all: only one batch of decoded frames exists at a time (feed it to `write_stream`)."""
+    fps)`` frames in all: only one batch of decoded frames exists at a time (feed it to `write_stream`). `stats`,
+    when given, is filled in as the frames are rendered."""
     check_settings(settings)
+    stats = stats if stats is not None else LipSyncStats()
     progress = ensure(progress)
     fps = float(settings.fps or avatar.fps)
     samples, n = prepare_audio(audio, fps)
@@ -124,10 +166,10 @@ def lipsync_chunks(nets, avatar: Avatar, audio: Any, settings: LipSyncSettings =
     padded = pad_features(features, n, fps)          # stays on the CPU: only each batch's windows move
     pe = positional_encoding(TOKENS, features.shape[-1], device, dtype)
     src = source_indices(n, fps, avatar.fps, len(avatar), settings.loop_mode)
-    keys = keyframe_indices(n, settings.stride)
+    keys = choose_keyframes(padded, n, fps, settings)
     batch = settings.batch_size
     progress.reset(len(keys) + n)
-    renderer = _Renderer(nets, avatar, src, batch, progress, settings.blend)
+    renderer = _Renderer(nets, avatar, src, batch, progress, settings.blend, stats)
     timestep = torch.zeros(1, dtype=torch.long, device=device)
     unet = lambda lat, cond: nets.unet(lat, timestep, encoder_hidden_states=cond).sample  # noqa: E731
     prev_lat, prev_idx, next_frame = None, None, 0
@@ -136,6 +178,7 @@ def lipsync_chunks(nets, avatar: Avatar, audio: Any, settings: LipSyncSettings =
         cond = window_features(padded, kb, fps).to(device, dtype) + pe
         pred = run_padded(unet, batch, lat_in, cond).float()
         progress.step(kb.numel())
+        stats.unet_frames += kb.numel()
         key_lat = pred if prev_lat is None else torch.cat([prev_lat, pred])
         key_idx = kb if prev_idx is None else torch.cat([prev_idx, kb])
         frames = torch.arange(next_frame, int(kb[-1]) + 1)
@@ -145,9 +188,10 @@ def lipsync_chunks(nets, avatar: Avatar, audio: Any, settings: LipSyncSettings =
 
 
 def lipsync(nets, avatar: Avatar, audio: Any, settings: LipSyncSettings = LipSyncSettings(),
-            device: torch.device = torch.device("cpu"), progress: Optional[Progress] = None) -> torch.Tensor:
+            device: torch.device = torch.device("cpu"), progress: Optional[Progress] = None,
+            stats: Optional[LipSyncStats] = None) -> torch.Tensor:
     """The whole lip-synced clip ``[N, H, W, 3]``, the chunks of `lipsync_chunks` written into one preallocated
     tensor."""
     n = frame_count(audio, settings, avatar)
-    return collect_frames(lipsync_chunks(nets, avatar, audio, settings, device, progress), n,
+    return collect_frames(lipsync_chunks(nets, avatar, audio, settings, device, progress, stats), n,
                           tuple(avatar.frames.shape[1:]), avatar.frames.dtype)

@@ -190,3 +190,28 @@ def test_colour_transfer_and_poisson_paste_back_change_only_the_mouth(comfy, inp
 
     with pytest.raises(PromptFailed, match="blend"):
         comfy.queue(chain(loop_file, speech_file, lipsync={"blend": "multiply"}))
+
+
+def test_adaptive_stride_runs_fewer_frames_through_the_unet(comfy, inputs):
+    loop_file, speech_file = inputs
+    # The tiny random Whisper moves ~0.15 per frame: a threshold above it makes every span steady (max_stride),
+    # one of 0 makes every span fast (stride 1), so both bounds are reached through the node.
+    steady = comfy.run(chain(loop_file, speech_file, export_prefix="",
+                             lipsync={"stride": 1, "stride_mode": "adaptive", "max_stride": 4,
+                                      "velocity_threshold": 5.0}))
+    assert steady["outputs"]["6"]["text"][0].startswith("10 frames, 4 through the UNet")      # keyframes 0 4 8 9
+    fast = comfy.run(chain(loop_file, speech_file, export_prefix="",
+                           lipsync={"stride": 1, "stride_mode": "adaptive", "max_stride": 4,
+                                    "velocity_threshold": 0.0}))
+    assert fast["outputs"]["6"]["text"][0].startswith("10 frames, 10 through the UNet")
+
+
+def test_bad_stride_settings_are_refused(comfy, inputs):
+    from scripts.comfy_server import PromptFailed
+
+    loop_file, speech_file = inputs
+    with pytest.raises(PromptFailed, match="stride_mode"):
+        comfy.queue(chain(loop_file, speech_file, export_prefix="", lipsync={"stride_mode": "sometimes"}))
+    with pytest.raises(PromptFailed, match="max_stride"):
+        comfy.run(chain(loop_file, speech_file, export_prefix="",
+                        lipsync={"stride": 3, "stride_mode": "adaptive", "max_stride": 2}))

@@ -98,3 +98,58 @@ def test_expand_of_a_window_matches_the_whole():
 def test_expand_refuses_frames_outside_the_keyframes():
     with pytest.raises(ValueError):
         expand_keyframes(torch.randn(2, 4), torch.tensor([0, 4]), torch.tensor([5]))
+
+
+# --- adaptive cadence: the stride follows the audio's velocity ---------------------------------------------------
+from engines.musetalk.audio_features import pad_features, window_means  # noqa: E402
+from engines.musetalk.cadence import adaptive_keyframe_indices, window_velocity  # noqa: E402
+
+
+def test_velocity_is_the_mean_absolute_change_of_the_window_means():
+    w = torch.tensor([[0.0, 0.0], [1.0, -1.0], [1.0, 0.0]])
+    assert window_velocity(w).tolist() == [0.0, 1.0, 0.5]
+    assert window_velocity(w[:1]).tolist() == [0.0]
+
+
+def test_window_means_match_the_gathered_windows():
+    from engines.musetalk.audio_features import window_features
+
+    feats = torch.randn(37, 5, 8, generator=torch.Generator().manual_seed(3))
+    n, fps = 14, 20.0
+    padded = pad_features(feats, n, fps)
+    want = window_features(padded, torch.arange(n), fps).double().mean(dim=1)
+    assert torch.allclose(window_means(padded, n, fps), want, atol=1e-12)
+
+
+def test_steady_audio_gets_the_wide_stride():
+    assert adaptive_keyframe_indices(torch.zeros(13), 2, 5).tolist() == [0, 5, 10, 12]
+
+
+def test_fast_articulation_gets_the_short_stride():
+    assert adaptive_keyframe_indices(torch.full((9,), 0.2), 1, 4).tolist() == list(range(9))
+    assert adaptive_keyframe_indices(torch.full((9,), 0.2), 2, 4).tolist() == [0, 2, 4, 6, 8]
+
+
+def test_stride_is_chosen_per_segment():
+    v = torch.zeros(20)
+    v[9] = 0.1                               # one fast frame: only the span that contains it is cut short
+    keys = adaptive_keyframe_indices(v, 2, 4, threshold=0.065).tolist()
+    assert keys == [0, 4, 8, 10, 14, 18, 19]       # 8 -> 10: the span 9..12 holds the fast frame
+    gaps = [b - a for a, b in zip(keys, keys[1:])]
+    assert gaps == [4, 4, 2, 4, 4, 1]                # the last gap is short: it ends on the last frame
+    assert adaptive_keyframe_indices(v, 2, 4, threshold=0.2).tolist() == [0, 4, 8, 12, 16, 19]
+
+
+@pytest.mark.parametrize("n,stride", [(1, 3), (7, 1), (8, 3), (640, 2)])
+def test_equal_bounds_are_the_fixed_stride(n, stride):
+    v = torch.rand(n, generator=torch.Generator().manual_seed(n))
+    assert torch.equal(adaptive_keyframe_indices(v, stride, stride), keyframe_indices(n, stride))
+
+
+def test_adaptive_keyframes_refuse_bad_bounds():
+    with pytest.raises(ValueError):
+        adaptive_keyframe_indices(torch.zeros(5), 3, 2)
+    with pytest.raises(ValueError):
+        adaptive_keyframe_indices(torch.zeros(5), 0, 2)
+    with pytest.raises(ValueError):
+        adaptive_keyframe_indices(torch.zeros(0), 1, 2)

@@ -224,3 +224,58 @@ def test_cancelling_lipsync_stops_the_stream(nets, avatar):
                                     progress=_cancel_after(3)):
             chunks.append(chunk)
     assert sum(c.shape[0] for c in chunks) < 8
+
+
+# --- adaptive cadence on the tiny model -----------------------------------------------------------------------
+from engines.musetalk.lipsync import LipSyncStats  # noqa: E402
+
+
+def _mouth_psnr(avatar, a, b, settings):
+    """PSNR (dB) of `a` against `b` over the pixels the mouth paste can touch (mask > 0 at each frame's box)."""
+    from engines.musetalk.blend import MouthPaster, source_indices
+
+    n = a.shape[0]
+    src = source_indices(n, FPS, avatar.fps, len(avatar), settings.loop_mode)
+    paster, region = MouthPaster(avatar.mask), torch.zeros(n, *avatar.frames.shape[1:])
+    for k in range(n):
+        paster.paste(region[k], torch.ones(3, 256, 256), avatar.boxes[int(src[k])].tolist())
+    inside = region > 0
+    mse = ((a - b) ** 2)[inside].mean().item()
+    return float("inf") if mse == 0 else 10 * torch.log10(torch.tensor(1.0 / mse)).item()
+
+
+def test_adaptive_cadence_against_dense_in_the_mouth_region(nets, avatar):
+    audio = speech_like(1.2, 16000)                                    # 12 frames
+    dense = lipsync(nets, avatar, audio, LipSyncSettings(batch_size=4))
+    # the tiny random Whisper's velocity is ~0.15 per frame: threshold it at the clip's median so both strides occur
+    from engines.musetalk.audio_features import encode_audio, pad_features, prepare_audio, window_means
+    from engines.musetalk.cadence import adaptive_keyframe_indices, window_velocity
+
+    samples, n = prepare_audio(audio, FPS)
+    feats = encode_audio(nets.whisper, nets.feature_extractor, samples, torch.device("cpu"), torch.float32)
+    velocity = window_velocity(window_means(pad_features(feats, n, FPS), n, FPS))
+    threshold = float(velocity.median())
+    adaptive = LipSyncSettings(batch_size=4, stride=1, stride_mode="adaptive", max_stride=4,
+                               velocity_threshold=threshold)
+    stats = LipSyncStats()
+    out = lipsync(nets, avatar, audio, adaptive, stats=stats)
+    keys = adaptive_keyframe_indices(velocity, 1, 4, threshold)
+    assert stats.frames == n == 12 and stats.unet_frames == keys.numel() < n
+    gaps = set((keys[1:] - keys[:-1]).tolist())
+    assert 4 in gaps and 1 in gaps                                     # both strides were chosen
+    for k in keys.tolist():                                            # keyframes are the UNet's own frames
+        assert torch.allclose(out[k], dense[k], atol=2e-4)
+    wide = lipsync(nets, avatar, audio, LipSyncSettings(batch_size=4, stride=3))
+    p_adaptive, p_wide = _mouth_psnr(avatar, out, dense, adaptive), _mouth_psnr(avatar, wide, dense, adaptive)
+    assert 25.0 < p_adaptive < float("inf") and p_wide > 20.0
+    # more keyframes where the audio moves: closer to dense than the widest fixed stride, for more UNet frames
+    assert p_adaptive > p_wide
+
+
+def test_adaptive_bounds_are_checked(nets, avatar):
+    with pytest.raises(InputError, match="max_stride"):
+        lipsync(nets, avatar, speech_like(0.5), LipSyncSettings(stride=3, stride_mode="adaptive", max_stride=2))
+    with pytest.raises(InputError, match="stride_mode"):
+        lipsync(nets, avatar, speech_like(0.5), LipSyncSettings(stride_mode="sometimes"))
+    with pytest.raises(InputError, match="velocity_threshold"):
+        lipsync(nets, avatar, speech_like(0.5), LipSyncSettings(stride_mode="adaptive", velocity_threshold=-1.0))
