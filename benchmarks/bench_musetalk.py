@@ -6,6 +6,8 @@ decode of every frame still dominates); benchmarks/gpu_musetalk.py measures the 
 2. paste-back: the window-only resize + blend (torch) against a per-frame reference (OpenCV Lanczos resize of face
    and mask to the whole box, full-box float blend), 1080x1920 frames with 420 px crops;
 3. lip-sync: keyframe stride 2 and 3 against 1 (same clip, same audio, batch 4 so the UNet call counts differ);
+   adaptive cadence (stride 1..4 from the audio velocity) against them: frames through the UNet, speed, and the
+   mouth-region PSNR of each against dense;
 4. avatar: loading the precompiled avatar from the cache (memory-mapped) against computing it again.
 
     python benchmarks/bench_musetalk.py            # a few minutes on 2 shared cores
@@ -36,7 +38,10 @@ from engines.musetalk.audio_features import LEFT_PAD_STEPS, WINDOW_STEPS, pad_fe
 from engines.musetalk.avatar import build_avatar  # noqa: E402
 from engines.musetalk.blend import MouthPaster, mouth_mask  # noqa: E402
 from engines.musetalk.face_track import HaarDetector, track_faces  # noqa: E402
-from engines.musetalk.lipsync import LipSyncSettings, lipsync  # noqa: E402
+from engines.musetalk.audio_features import encode_audio, prepare_audio, window_means  # noqa: E402
+from engines.musetalk.blend import source_indices  # noqa: E402
+from engines.musetalk.cadence import window_velocity  # noqa: E402
+from engines.musetalk.lipsync import LipSyncSettings, LipSyncStats, lipsync  # noqa: E402
 from engines.musetalk.loader import load_musetalk  # noqa: E402
 from tests.fixtures.tiny_musetalk import astronaut_loop, build_tiny_musetalk, speech_like  # noqa: E402
 
@@ -145,6 +150,52 @@ def bench_pipeline(seconds: float, loop_frames: int, repeats: int) -> None:
     line = ", ".join(f"stride {s} {n / t:.1f} fps" for s, t in times.items())
     print(f"lip-sync, {n} frames, tiny networks, batch 4: {line} -> stride 2 {times[1] / times[2]:.2f}x, "
           f"stride 3 {times[1] / times[3]:.2f}x (every frame is still VAE-decoded)")
+    bench_adaptive(nets, avatar, audio, repeats)
+
+
+def mouth_region(avatar, n: int, fps: float) -> torch.Tensor:
+    """``[N, H, W, 3]`` bool: the pixels the mouth paste can touch in each output frame."""
+    src = source_indices(n, fps, avatar.fps, len(avatar), "wrap")
+    paster, region = MouthPaster(avatar.mask), torch.zeros(n, *avatar.frames.shape[1:])
+    for k in range(n):
+        paster.paste(region[k], torch.ones(3, 256, 256), avatar.boxes[int(src[k])].tolist())
+    return region > 0
+
+
+def mouth_psnr(a: torch.Tensor, b: torch.Tensor, region: torch.Tensor) -> float:
+    mse = float(((a - b) ** 2)[region].mean())
+    return float("inf") if mse == 0 else 10 * math.log10(1.0 / mse)
+
+
+def bench_adaptive(nets, avatar, audio, repeats: int) -> None:
+    """Adaptive cadence against fixed strides: UNet frames, speed and mouth PSNR against dense. The tiny random
+    Whisper's window velocity sits near 0.15 for any input (its positional embeddings move every step), so the
+    threshold is the clip's median velocity here; 0.065 is the posts' figure for the real whisper-tiny."""
+    samples, n = prepare_audio(audio, 25.0)
+    feats = encode_audio(nets.whisper, nets.feature_extractor, samples, torch.device("cpu"), torch.float32)
+    from engines.musetalk.audio_features import pad_features
+
+    threshold = float(window_velocity(window_means(pad_features(feats, n, 25.0), n, 25.0)).median())
+    modes = {"dense": LipSyncSettings(batch_size=4), "fixed 2": LipSyncSettings(batch_size=4, stride=2),
+             "fixed 3": LipSyncSettings(batch_size=4, stride=3),
+             "adaptive 1-4": LipSyncSettings(batch_size=4, stride=1, stride_mode="adaptive", max_stride=4,
+                                             velocity_threshold=threshold),
+             "adaptive 2-4": LipSyncSettings(batch_size=4, stride=2, stride_mode="adaptive", max_stride=4,
+                                             velocity_threshold=threshold)}
+    region = mouth_region(avatar, n, 25.0)
+    out, stats, times = {}, {}, {k: float("inf") for k in modes}
+    for _ in range(repeats):
+        for name, settings in modes.items():
+            stats[name] = LipSyncStats()
+            t = time.process_time()
+            out[name] = lipsync(nets, avatar, audio, settings, stats=stats[name])
+            times[name] = min(times[name], time.process_time() - t)
+    print(f"cadence, {n} frames (velocity threshold {threshold:.4f} = the clip's median):")
+    for name in modes:
+        psnr = mouth_psnr(out[name], out["dense"], region)
+        print(f"  {name:12s}: {stats[name].unet_frames:3d} frames through the UNet "
+              f"({n / stats[name].unet_frames:.2f} frames per UNet frame), {n / times[name]:.1f} fps, "
+              f"{times['dense'] / times[name]:.2f}x dense, mouth PSNR vs dense {psnr:.2f} dB")
 
 
 def main() -> None:

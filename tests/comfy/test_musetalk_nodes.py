@@ -196,11 +196,11 @@ def test_adaptive_stride_runs_fewer_frames_through_the_unet(comfy, inputs):
     loop_file, speech_file = inputs
     # The tiny random Whisper moves ~0.15 per frame: a threshold above it makes every span steady (max_stride),
     # one of 0 makes every span fast (stride 1), so both bounds are reached through the node.
-    steady = comfy.run(chain(loop_file, speech_file, export_prefix="",
+    steady = comfy.run(chain(loop_file, speech_file, export_prefix="broadcast/musetalk_adaptive",
                              lipsync={"stride": 1, "stride_mode": "adaptive", "max_stride": 4,
                                       "velocity_threshold": 5.0}))
     assert steady["outputs"]["6"]["text"][0].startswith("10 frames, 4 through the UNet")      # keyframes 0 4 8 9
-    fast = comfy.run(chain(loop_file, speech_file, export_prefix="",
+    fast = comfy.run(chain(loop_file, speech_file, export_prefix="broadcast/musetalk_adaptive",
                            lipsync={"stride": 1, "stride_mode": "adaptive", "max_stride": 4,
                                     "velocity_threshold": 0.0}))
     assert fast["outputs"]["6"]["text"][0].startswith("10 frames, 10 through the UNet")
@@ -211,7 +211,7 @@ def test_bad_stride_settings_are_refused(comfy, inputs):
 
     loop_file, speech_file = inputs
     with pytest.raises(PromptFailed, match="stride_mode"):
-        comfy.queue(chain(loop_file, speech_file, export_prefix="", lipsync={"stride_mode": "sometimes"}))
+        comfy.queue(chain(loop_file, speech_file, export_prefix="broadcast/musetalk_adaptive", lipsync={"stride_mode": "sometimes"}))
     with pytest.raises(PromptFailed, match="max_stride"):
-        comfy.run(chain(loop_file, speech_file, export_prefix="",
+        comfy.run(chain(loop_file, speech_file, export_prefix="broadcast/musetalk_adaptive",
                         lipsync={"stride": 3, "stride_mode": "adaptive", "max_stride": 2}))
