@@ -33,6 +33,9 @@ from .frames import DeviceYUV, HostRGB, check_chunk, is_on_gpu, yuv_format
 
 
 X265_MIN_SIZE = 64
+# x265 reorders at most 16 B-frames; a decode time further than that (plus the I/P anchor) behind its
+# presentation time is not a real one.
+X265_MAX_REORDER_FRAMES = 18
 
 
 @dataclass(frozen=True)
@@ -194,7 +197,7 @@ class VideoWriter:
                     if repeated % 24 == 0:  # keep interleaving the audio, and stay cancellable
                         self._feed_audio()
                         self.progress.check()
-            self._container.mux(self._stream.encode(None))
+            self._mux_video(self._stream.encode(None))
             audio_seconds = None
             if self._audio_mux is not None:
                 total = target_samples(self.audio, self.audio_mode, self._frames, self.rate)
@@ -313,9 +316,22 @@ class VideoWriter:
         frame.colorspace = encode_settings.COLORSPACE_SMPTE170M
         frame.color_range = encode_settings.COLOR_RANGE_MPEG
         frame.pts = self._frames
-        self._container.mux(self._stream.encode(frame))
+        self._mux_video(self._stream.encode(frame))
         self._frames += 1
         self._last = array
+
+    def _mux_video(self, packets) -> None:
+        if self._codec == "libx265":
+            for packet in packets:
+                # The libx265 bundled with PyAV leaves the decode time uninitialised when the stream ends inside
+                # its first lookahead window (a clip of a few frames): a wild DTS makes the MP4 muxer refuse the
+                # packet ("Not yet implemented in FFmpeg"), seen in about one short clip in seven. Nothing was
+                # reordered then, so decode order is presentation order.
+                if packet.pts is not None and packet.dts is not None:
+                    behind = float((packet.pts - packet.dts) * packet.time_base * self.rate)
+                    if not 0 <= behind <= X265_MAX_REORDER_FRAMES:
+                        packet.dts = packet.pts
+        self._container.mux(packets)
 
     def _feed_audio(self) -> None:
         if self._audio_mux is None:
