@@ -43,12 +43,45 @@ def progress(total: int) -> Progress:
     import comfy.utils
 
     bar = comfy.utils.ProgressBar(max(int(total), 1))
+    text = _progress_text()
 
     def on_update(done: int, total_: int) -> None:
         bar.update_absolute(done, max(total_, 1))
+        if text is not None:
+            text(done, total_)
 
     return Progress(total, on_update=on_update,
                     check_cancel=comfy.model_management.throw_exception_if_processing_interrupted)
+
+
+def _progress_text():
+    """Live "done / total, rate, ETA" text in the running node, where the core can show text in a node (see
+    core_features); None elsewhere. At most two updates a second, plus the last."""
+    import time
+
+    from . import core_features
+
+    if not core_features.has_progress_text():
+        return None
+    from comfy_execution.utils import get_executing_context
+    from server import PromptServer
+
+    context = get_executing_context()
+    if context is None:
+        return None
+    node_id, start, last = context.node_id, time.monotonic(), [0.0]
+
+    def send(done: int, total: int) -> None:
+        now = time.monotonic()
+        if done and done < total and now - last[0] < 0.5:
+            return
+        last[0] = now
+        rate = done / max(now - start, 1e-6)
+        eta = (total - done) / rate if rate > 0 and total > done else 0.0
+        line = f"{done}/{total} done, {rate:.1f}/s" + (f", about {eta:.0f} s left" if total > done else "")
+        PromptServer.instance.send_progress_text(line, node_id)
+
+    return send
 
 
 def model_names(family: str) -> list[str]:

@@ -23,7 +23,7 @@ from ..engines.ditto.avatar import AvatarSettings
 from ..engines.ditto.pipeline import DittoPipeline
 from ..engines.ditto.render import RenderSettings
 from ..engines.export import check_prefix
-from . import comfy_bridge, types
+from . import comfy_bridge, core_features, types
 from .inputs import PRECISIONS, resolve_precision, validate
 from .video_output import HIDDEN, stream_video
 
@@ -101,7 +101,7 @@ class BroadcastDittoAvatar(io.ComfyNode):
     def define_schema(cls) -> io.Schema:
         return io.Schema(
             node_id="BroadcastDittoAvatar",
-            display_name="Broadcast Ditto Avatar",
+            **core_features.searchable("BroadcastDittoAvatar", "Broadcast Ditto Avatar"),
             category=CATEGORY,
             description="Face landmarks, 512 crop, source motion, appearance features and eye measures for every "
                         "frame, saved as a packet keyed by the frames' content; a second run never re-registers.",
@@ -263,7 +263,7 @@ class BroadcastDittoRender(io.ComfyNode):
     def define_schema(cls) -> io.Schema:
         return io.Schema(
             node_id="BroadcastDittoRender",
-            display_name="Broadcast Ditto Render",
+            **core_features.searchable("BroadcastDittoRender", "Broadcast Ditto Render"),
             category=CATEGORY,
             description="Render the talking head at full frame size: batched warp + SPADE decode, putback with the "
                         "crop's affine, optional cadence infill and silence bypass; or stream straight to an MP4.",

@@ -17,7 +17,7 @@ from ..engines.common.images import check_image_batch
 from ..engines.export import (AUDIO_MODES, ENCODER_CHOICES, PRESET_CHOICES, RATE_CONTROLS, TUNE_CHOICES, EncodeSettings,
                               check_prefix, split_frames)
 from ..engines.export.clips import load_audio, load_clip
-from . import comfy_bridge
+from . import comfy_bridge, core_features
 from .inputs import validate
 from .video_output import HIDDEN, stream_video
 
@@ -55,7 +55,7 @@ class BroadcastExportVideo(io.ComfyNode):
     def define_schema(cls) -> io.Schema:
         return io.Schema(
             node_id="BroadcastExportVideo",
-            display_name="Broadcast Export Video",
+            **core_features.searchable("BroadcastExportVideo", "Broadcast Export Video"),
             category=CATEGORY,
             description="Encode IMAGE frames (+ AUDIO as AAC) into one .mp4 in the output folder in a single "
                         "streaming pass: NVENC where it works, else libx264; preview in the node.",
@@ -135,17 +135,16 @@ class BroadcastLoadVideo(io.ComfyNode):
     def define_schema(cls) -> io.Schema:
         return io.Schema(
             node_id="BroadcastLoadVideo",
-            display_name="Broadcast Load Video",
+            **core_features.searchable("BroadcastLoadVideo", "Broadcast Load Video"),
             category=CATEGORY,
             description="Load a video from ComfyUI's input folder (streaming decode) as IMAGE frames, its AUDIO, "
                         "its frame rate and frame count; optional frame cap, skip and target rate.",
             inputs=[
-                # No upload button on purpose: its preview widget fetches the file while a workflow loads and adds a
-                # frontend-only input; files uploaded anywhere in ComfyUI (core Load Video, drag and drop) land in
-                # the input folder and are listed here after a refresh (R).
-                io.Combo.Input("video", options=_input_files(["video"]),
-                               tooltip="A video file in ComfyUI's input folder (upload with core Load Video or copy "
-                                       "it there, then press R to refresh the list)."),
+                # The core's video upload widget (where the core has it): an upload button and a preview of the
+                # chosen file in the node. Its button is saved in the UI file after the value; the runner skips it.
+                io.Combo.Input("video", options=_input_files(["video"]), upload=core_features.upload_type("video"),
+                               tooltip="A video file in ComfyUI's input folder: upload one with the button below "
+                                       "(or copy it there and press R to refresh the list)."),
                 io.Int.Input("frame_cap", default=0, min=0, max=100000, step=1,
                              tooltip="Keep at most this many frames; 0 keeps all."),
                 io.Int.Input("skip_first_frames", default=0, min=0, max=1000000, step=1,
@@ -190,9 +189,11 @@ class BroadcastLoadAudio(io.ComfyNode):
             description="Load audio (or a video's soundtrack) from ComfyUI's input folder as AUDIO, at its own "
                         "sample rate, optionally a time range.",
             inputs=[
+                # The editor's own audio upload widget only serves core's Load Audio (an input named "audio" with its
+                # player), so the pack's web extension (web/js/broadcast_media.js) adds the button and the player.
                 io.Combo.Input("audio_file", options=_input_files(["audio", "video"]),
-                               tooltip="An audio or video file in ComfyUI's input folder (upload with core Load Audio "
-                                       "or copy it there, then press R to refresh the list)."),
+                               tooltip="An audio or video file in ComfyUI's input folder: upload one with the button "
+                                       "below (or copy it there and press R to refresh the list)."),
                 io.Float.Input("start_seconds", default=0.0, min=0.0, max=86400.0, step=0.01,
                                tooltip="Skip this much from the start."),
                 io.Float.Input("duration_seconds", default=0.0, min=0.0, max=86400.0, step=0.01,

@@ -24,7 +24,7 @@ from ..engines.musetalk.cadence import VELOCITY_THRESHOLD
 from ..engines.musetalk.lipsync import (BLEND_MODES, MAX_STRIDE, STRIDE_MODES, LipSyncSettings, LipSyncStats, lipsync,
                                         lipsync_chunks)
 from ..engines.musetalk.loader import describe, load_musetalk
-from . import comfy_bridge, types
+from . import comfy_bridge, core_features, types
 from .inputs import PRECISIONS, resolve_dtype, validate
 from .video_output import HIDDEN, stream_video
 
@@ -187,7 +187,7 @@ class BroadcastMuseTalkAvatar(io.ComfyNode):
     def define_schema(cls) -> io.Schema:
         return io.Schema(
             node_id="BroadcastMuseTalkAvatar",
-            display_name="Broadcast MuseTalk Avatar",
+            **core_features.searchable("BroadcastMuseTalkAvatar", "Broadcast MuseTalk Avatar"),
             category=CATEGORY,
             description="Precompile a presenter loop for MuseTalk: face crops, their VAE latents and the mouth-only "
                         "blend mask. Stored in the pack's cache; the same frames load instantly next time.",
@@ -232,7 +232,7 @@ class BroadcastMuseTalkLipSync(io.ComfyNode):
     def define_schema(cls) -> io.Schema:
         return io.Schema(
             node_id="BroadcastMuseTalkLipSync",
-            display_name="Broadcast MuseTalk Lip Sync",
+            **core_features.searchable("BroadcastMuseTalkLipSync", "Broadcast MuseTalk Lip Sync"),
             category=CATEGORY,
             description="Lip-sync an avatar loop to speech with MuseTalk: batched UNet, optional keyframe stride "
                         "with SLERP, mouth-only paste-back. Output length follows the audio, looping the avatar.",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from comfy_api.latest import io
+from comfy_api.latest import io, ui
 
 from ..engines.common.audio import to_mono
 from ..engines.common.errors import InputError
@@ -17,7 +17,7 @@ from ..engines.omnivoice import prompt as ov_prompt
 from ..engines.omnivoice import speak as ov_speak
 from ..engines.omnivoice.normalize import NormalizeSettings
 from ..engines.omnivoice.text import MAX_WORDS, prepare_text
-from . import types
+from . import core_features, types
 from .comfy_bridge import ManagedModel, cache, category, model_dir, model_names, progress
 from .inputs import PRECISIONS, resolve_precision, validate
 from .tts_common import WHISPER_NONE, transcribe_reference, voices_dir, whisper_names
@@ -60,7 +60,7 @@ class BroadcastOmniVoiceLoader(io.ComfyNode):
     def define_schema(cls):
         return io.Schema(
             node_id="BroadcastOmniVoiceLoader",
-            display_name="Broadcast OmniVoice Loader",
+            **core_features.searchable("BroadcastOmniVoiceLoader", "Broadcast OmniVoice Loader"),
             category=CATEGORY,
             description="Load OmniVoice (Qwen3 + Higgs-Audio-v2 tokenizer) from a local folder; the audio decoder "
                         "always runs in fp32.",
@@ -104,7 +104,7 @@ class BroadcastVoicePrompt(io.ComfyNode):
     def define_schema(cls):
         return io.Schema(
             node_id="BroadcastVoicePrompt",
-            display_name="Broadcast Voice Prompt",
+            **core_features.searchable("BroadcastVoicePrompt", "Broadcast Voice Prompt"),
             category=CATEGORY,
             description="Encode a reference voice (3-10 s + exact transcript) into an OmniVoice prompt, or load one "
                         "saved in models/omnivoice_voices; optionally save it under a name.",
@@ -175,7 +175,7 @@ class BroadcastOmniVoiceSpeak(io.ComfyNode):
         s = ov_speak.SpeakSettings()
         return io.Schema(
             node_id="BroadcastOmniVoiceSpeak",
-            display_name="Broadcast OmniVoice Speak",
+            **core_features.searchable("BroadcastOmniVoiceSpeak", "Broadcast OmniVoice Speak"),
             category=CATEGORY,
             description="Speak clauses in the cloned voice; clauses are generated in sub-batches and joined at zero "
                         "crossings with equal-power crossfades (25 ms at ellipsis joins). Output is 24 kHz.",
@@ -257,7 +257,11 @@ class BroadcastOmniVoiceSpeak(io.ComfyNode):
                 f"steps {settings.num_step}, t_shift {settings.t_shift}, layer penalty {settings.layer_penalty_factor}; "
                 f"voice {'cloned' if voice_prompt is not None else 'designed'}"
                 f"{', instruct ' + repr(ov_speak.resolve_instruct(instruct, cadence)) if (instruct or cadence != 'none') else ''}")
-        return io.NodeOutput(make_audio(result.samples, result.sample_rate), info)
+        speech = make_audio(result.samples, result.sample_rate)
+        # A player in the node (the pack's web extension shows ui "audio" in every pack node) and the info line.
+        shown = dict(ui.PreviewAudio(speech, cls=cls).as_dict())
+        shown["text"] = [info]
+        return io.NodeOutput(speech, info, ui=shown)
 
 
 class BroadcastVoiceMorph(io.ComfyNode):

@@ -17,7 +17,7 @@ from ..engines.sam3.hf_video import (Sam3VideoBundle, TransformersSegmenter, che
                                      load_sam3_video)
 from ..engines.sam3.segmenter import MaskSettings
 from ..engines.sam3.video_mask import MAX_PROMPTS, OUTPUT_MODES, check_frames, parse_prompts, segment_video
-from . import types
+from . import core_features, types
 from .comfy_bridge import ManagedModel, category, model_dir, model_names, progress
 from .inputs import LEGACY_NAMES, PRECISIONS, resolve_dtype, validate
 
@@ -99,7 +99,7 @@ class BroadcastSam3VideoMask(io.ComfyNode):
     def define_schema(cls) -> io.Schema:
         return io.Schema(
             node_id="BroadcastSam3VideoMask",
-            display_name="Broadcast Sam3 Video Mask",
+            **core_features.searchable("BroadcastSam3VideoMask", "Broadcast Sam3 Video Mask"),
             category=CATEGORY,
             description="Segment and track text-prompted objects through a clip with SAM3: full detection every Nth "
                         "frame and on the last, memory propagation between; union + one mask per prompt line.",

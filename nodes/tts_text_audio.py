@@ -16,7 +16,7 @@ from ..engines.common.errors import InputError
 from ..engines.omnivoice import asr, master, verify
 from ..engines.omnivoice.normalize import DOLLARS, PESOS, NormalizeSettings, parse_glossary
 from ..engines.omnivoice.text import MAX_SUB_BATCH, MAX_WORDS, MIN_WORDS, prepare_text
-from . import types
+from . import core_features, types
 from .comfy_bridge import category, progress
 from .tts_common import WHISPER_NONE, load_whisper, whisper_names
 
@@ -31,7 +31,7 @@ class BroadcastTextPrepare(io.ComfyNode):
     def define_schema(cls):
         return io.Schema(
             node_id="BroadcastTextPrepare",
-            display_name="Broadcast Text Prepare",
+            **core_features.searchable("BroadcastTextPrepare", "Broadcast Text Prepare"),
             category=CATEGORY,
             description="Strip [sfx:]/[tone:] tags, write figures, currency, dates, acronyms, brands, quotes and "
                         "symbols out as spoken words (Spanish and English), turn mid-sentence '...' into commas, split "
@@ -105,7 +105,7 @@ class BroadcastAudioMaster(io.ComfyNode):
         d = master.MasterSettings()
         return io.Schema(
             node_id="BroadcastAudioMaster",
-            display_name="Broadcast Audio Master",
+            **core_features.searchable("BroadcastAudioMaster", "Broadcast Audio Master"),
             category=CATEGORY,
             description="Low-pass 9.6 kHz, de-ess 4.8-8.2 kHz, tame word-final /s/, loudness to a LUFS target "
                         "(gated BS.1770) landing within 0.3 LU after the true-peak limiter; also outputs 16 kHz mono for "

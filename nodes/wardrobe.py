@@ -15,6 +15,7 @@ from ..engines.wardrobe.checks import as_images, as_masks, check_same_masks
 from .comfy_bridge import cache, category, progress
 from .inputs import validate
 from .types import CropRecord
+from . import core_features
 
 CATEGORY = category("wardrobe")
 GRID_CHOICES = ["auto (from vae)"] + list(tokengrid.PRESETS)
@@ -188,7 +189,8 @@ class BroadcastLatentInpaintMask(io.ComfyNode):
     @classmethod
     def define_schema(cls):
         return io.Schema(
-            node_id="BroadcastLatentInpaintMask", display_name="Broadcast Latent Inpaint Mask", category=CATEGORY,
+            node_id="BroadcastLatentInpaintMask", category=CATEGORY,
+            **core_features.searchable("BroadcastLatentInpaintMask", "Broadcast Latent Inpaint Mask"),
             description="Sets the LATENT's noise mask on the model's token grid (VAE stride x patch, VAE frame "
                         "groups). The grid never leaves the LATENT as a MASK.",
             inputs=[

@@ -13,6 +13,7 @@ from ..engines.common.errors import InputError
 from ..engines.wardrobe import vace
 from ..engines.wardrobe.checks import as_masks
 from .comfy_bridge import category, progress
+from . import core_features
 
 CATEGORY = category("wardrobe")
 
@@ -50,7 +51,7 @@ class BroadcastVaceSamplerMask(io.ComfyNode):
     def define_schema(cls):
         return io.Schema(
             node_id="BroadcastVaceSamplerMask",
-            display_name="Broadcast Vace Sampler Mask",
+            **core_features.searchable("BroadcastVaceSamplerMask", "Broadcast Vace Sampler Mask"),
             category=CATEGORY,
             description="Sampler-side mask for Wan 2.1 VACE: per latent frame, the union of its pixel frames "
                         "snapped to 16x16 tokens, written into the conditioning (never a MASK output).",

@@ -194,7 +194,10 @@ def _node_inputs(node: dict, object_info: dict, source) -> dict:
     by_name = values if isinstance(values, dict) else None
     queue = list(values) if isinstance(values, list) else []
     inputs: dict[str, Any] = {}
-    for name, spec in input_specs(object_info, node["type"]).items():
+    specs = input_specs(object_info, node["type"])
+    uploads_after = sum(1 for spec in specs.values()
+                        if is_widget(spec) and any(spec_options(spec).get(flag) for flag in UPLOAD_FLAGS))
+    for name, spec in specs.items():
         value, has_value = None, False
         if is_widget(spec):
             if by_name is not None:
@@ -209,6 +212,7 @@ def _node_inputs(node: dict, object_info: dict, source) -> dict:
                 if any(opts.get(flag) for flag in UPLOAD_FLAGS) and queue and queue[0] in (
                         "image", "video", "audio", "upload", None):
                     queue.pop(0)
+                    uploads_after -= 1
         if name in linked:
             src = source(linked[name])
             if isinstance(src, tuple):
@@ -219,6 +223,11 @@ def _node_inputs(node: dict, object_info: dict, source) -> dict:
                 inputs[name] = value
         elif has_value:
             inputs[name] = value
+    # The editor adds the upload button of a combo after the node's last input (V3 nodes with more than one
+    # widget), so its saved value can also come last.
+    while queue and uploads_after > 0 and queue[-1] in ("image", "video", "audio", "upload", None):
+        queue.pop()
+        uploads_after -= 1
     if queue:
         raise WorkflowError(f"{where}: {len(queue)} saved widget value(s) {queue!r} do not match the inputs this "
                             f"server lists for {node['type']} (another version of the node?). {EXPORT_HINT}")

@@ -14,6 +14,8 @@ called once per test that queues the workflow, so it must be idempotent (reuse w
   server that lacks them they count as expected missing (the workflow is only loaded); on one that has them the
   workflow runs. `expected_missing_on(server node types)` is what the tests compare against: the feature is
   detected from the server, never from a version string.
+- `check(comfy, history_entry)`: what the finished run must have produced (its output files), called after the
+  editor's run and after the `comfy run` run alike.
 
 A workflow with no entry gets `WorkflowCase()` (no overrides). Families add their entry with a small local edit.
 """
@@ -35,12 +37,17 @@ def _no_overrides(comfy: Any) -> dict:
     return {}
 
 
+def _no_check(comfy: Any, entry: dict) -> None:
+    return None
+
+
 @dataclass(frozen=True)
 class WorkflowCase:
     prepare: Callable[[Any], dict] = _no_overrides
     runs_on_test_comfy: bool = True
     expected_missing: tuple = field(default_factory=tuple)
     core_nodes: tuple = field(default_factory=tuple)
+    check: Callable[[Any, dict], None] = _no_check
 
     def expected_missing_on(self, available) -> tuple:
         """The node types that must be missing on a server offering `available` (e.g. its /object_info keys)."""
@@ -149,6 +156,35 @@ def _tts_dialogue(comfy: Any) -> dict:
     return tiny_omnivoice.prepare_dialogue_workflow(comfy)
 
 
+# -- the broadcast (issue 12): script + saved voice -> speech -> master -> lip-sync -> export --------------------------
+def _broadcast_musetalk(comfy: Any) -> dict:
+    """Tiny OmniVoice + tiny MuseTalk, the 3 s voice clip and the astronaut presenter loop."""
+    from tests.fixtures import broadcast
+
+    return broadcast.prepare_musetalk(comfy)
+
+
+def _broadcast_ditto(comfy: Any) -> dict:
+    """Tiny OmniVoice + tiny Ditto, the 3 s voice clip and the synthetic presenter loop."""
+    from tests.fixtures import broadcast
+
+    return broadcast.prepare_ditto(comfy)
+
+
+def _broadcast_wardrobe(comfy: Any) -> dict:
+    """The VACE swap's tiny fixture feeding the MuseTalk broadcast (tiny OmniVoice + tiny MuseTalk)."""
+    from tests.fixtures import broadcast
+
+    return broadcast.prepare_wardrobe(comfy)
+
+
+def _broadcast_output(comfy: Any, entry: dict) -> None:
+    """A/V durations within a frame of the mastered speech; the MP4's audio is that speech (by correlation)."""
+    from tests.fixtures import broadcast
+
+    broadcast.check_output(comfy, entry)
+
+
 CASES: dict[str, WorkflowCase] = {
     "harness_core_preview": WorkflowCase(prepare=_harness_core_preview),
     "demo_export": WorkflowCase(prepare=_demo_export),
@@ -162,6 +198,9 @@ CASES: dict[str, WorkflowCase] = {
     "tts_master": WorkflowCase(prepare=_tts_master),
     "tts_dialogue": WorkflowCase(prepare=_tts_dialogue),
     "musetalk_lipsync": WorkflowCase(prepare=_musetalk_lipsync),
+    "broadcast_musetalk": WorkflowCase(prepare=_broadcast_musetalk, check=_broadcast_output),
+    "broadcast_ditto": WorkflowCase(prepare=_broadcast_ditto, check=_broadcast_output),
+    "broadcast_wardrobe": WorkflowCase(prepare=_broadcast_wardrobe, check=_broadcast_output),
     # The UMT5-XXL text encoder (about 11 GB) cannot be made small: this workflow is only loaded.
     "wardrobe_vace_prompt": WorkflowCase(runs_on_test_comfy=False),
 }

@@ -13,11 +13,47 @@ import os
 
 import pytest
 
+from scripts.comfy_server import PACK_LINK_NAME
 from scripts.workflow_api import apply_overrides, combo_choices, input_specs, ui_to_api
 from tests.comfy import frontend
-from tests.workflow_cases import case_for, registration_hint, stem_of, ui_workflows, workflow_id
+from tests.workflow_cases import TEMPLATE_DIR, case_for, registration_hint, stem_of, ui_workflows, workflow_id
 
 WORKFLOWS = ui_workflows()
+
+# Nodes drawn smaller than the editor needs for their widgets (a widget would be cut off or hidden). Media previews
+# are left out: they take the size of the file the user picks (the editor grows the node then).
+CRAMPED_JS = """() => app.graph.nodes.filter(n => n.type !== "Note" && n.computeSize).map(n => {
+    const media = w => w.element && (w.element.matches?.("video, audio, img")
+                                     || w.element.querySelector?.("video, audio, img"));
+    const all = n.widgets;
+    if (all) n.widgets = all.filter(w => !media(w));
+    const c = n.computeSize();
+    n.widgets = all;
+    return {title: n.title, size: [n.size[0], n.size[1]], needs: [c[0], c[1]]};
+}).filter(x => x.size[0] + 1 < x.needs[0] || x.size[1] + 1 < x.needs[1])"""
+
+# The whole graph in view, as a user looks at the result: the editor draws (and builds previews of) visible nodes.
+FIT_JS = """() => {
+    const xs = [], ys = [];
+    for (const n of app.graph.nodes) { xs.push(n.pos[0], n.pos[0] + n.size[0]); ys.push(n.pos[1] - 30, n.pos[1] + n.size[1]); }
+    app.canvas.ds.fitToBounds([Math.min(...xs), Math.min(...ys), Math.max(...xs) - Math.min(...xs),
+                               Math.max(...ys) - Math.min(...ys)], {zoom: 0.95});
+    app.canvas.setDirty(true, true);
+}"""
+
+# After a run: the media elements the editor shows in nodes (video previews, audio players).
+MEDIA_JS = """() => [...document.querySelectorAll('video, audio')].map(e => ({tag: e.tagName.toLowerCase(),
+    src: e.currentSrc || e.src || (e.querySelector('source') || {}).src || ''}))"""
+
+
+def _screenshot_is_a_drawn_graph(page, path):
+    """Saves the editor as the user sees it and checks it is a drawn canvas (not a blank or error page)."""
+    from PIL import Image, ImageStat
+
+    page.screenshot(path=str(path))
+    with Image.open(path) as img:
+        spread = ImageStat.Stat(img.convert("L")).stddev[0]
+    assert spread > 8, f"the screenshot {path} is nearly uniform (stddev {spread:.1f}): nothing drawn?"
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +108,7 @@ def _types_naming_absent_files(wf: dict, info: dict) -> set:
 
 
 @pytest.mark.parametrize("path", WORKFLOWS, ids=[workflow_id(p) for p in WORKFLOWS])
-def test_workflow_loads_and_runs_from_the_editor(path, page, comfy):
+def test_workflow_loads_and_runs_from_the_editor(path, page, comfy, tmp_path):
     page_, log, _ = page
     case = case_for(stem_of(path))
     wf = json.loads(path.read_text(encoding="utf-8"))
@@ -102,6 +138,10 @@ def test_workflow_loads_and_runs_from_the_editor(path, page, comfy):
     assert result["nodeCount"] > 0
     problems = log.problems()
     assert problems == [], "console errors while loading:\n" + "\n".join(problems)
+    if path.parent == TEMPLATE_DIR:
+        cramped = page_.evaluate(CRAMPED_JS)
+        assert cramped == [], f"nodes too small for their widgets (run scripts/workflow_editor.py layout): {cramped}"
+        _screenshot_is_a_drawn_graph(page_, tmp_path / f"{path.stem}_loaded.png")
 
     if expected:
         return  # only loaded: node types of another pack are missing here
@@ -132,5 +172,60 @@ def test_workflow_loads_and_runs_from_the_editor(path, page, comfy):
     except AssertionError as exc:
         raise AssertionError(f"{exc}{hint}") from None
     assert entry["status"]["status_str"] == "success"
+    case.check(comfy, entry)
+    _check_previews(page_, entry)
+    _check_summaries(page_, entry)
+    _screenshot_is_a_drawn_graph(page_, tmp_path / f"{path.stem}_ran.png")
     problems = log.problems()
     assert problems == [], "console errors while running:\n" + "\n".join(problems)
+
+
+def _check_previews(page, entry):
+    """Every video and audio file the run's nodes reported is shown in the editor (a player in its node)."""
+    wanted = {item["filename"] for ui in entry["outputs"].values() for key in ("images", "audio")
+              for item in ui.get(key, []) if item["filename"].rsplit(".", 1)[-1] in ("mp4", "flac", "wav", "mp3")}
+    if not wanted:
+        return
+    page.evaluate(FIT_JS)
+    shown = []
+    for _ in range(50):
+        shown = page.evaluate(MEDIA_JS)
+        if all(any(name in m["src"] for m in shown) for name in wanted):
+            return
+        page.wait_for_timeout(200)
+    raise AssertionError(f"outputs without a player in their node: "
+                         f"{sorted(n for n in wanted if not any(n in m['src'] for m in shown))}; shown: {shown}")
+
+
+def _check_summaries(page, entry):
+    """Each text a pack node returned (the export's encode summary) is shown in that node."""
+    prompt = entry["prompt"][2]
+    wanted = [t for nid, ui in entry["outputs"].items() if prompt[nid]["class_type"].startswith("Broadcast")
+              for t in ui.get("text", [])]
+    if not wanted:
+        return
+    shown = page.evaluate("() => [...document.querySelectorAll('textarea.broadcast-summary')].map(t => t.value)")
+    missing = [t for t in wanted if not any(t in s for s in shown)]
+    assert missing == [], f"texts not shown in their nodes: {missing}; shown: {shown}"
+
+
+def test_editor_receives_the_templates_in_start_here_order(page):
+    from scripts.workflow_layout import ORDER
+
+    page_, _, _ = page
+    listing = page_.evaluate("async () => await app.api.getWorkflowTemplates()")
+    assert listing.get(PACK_LINK_NAME) == list(ORDER)
+
+
+def test_template_browser_lists_each_ui_workflow_once_with_a_thumbnail(comfy):
+    import urllib.request
+
+    status, listing = comfy.request("GET", "/workflow_templates")
+    assert status == 200
+    names = listing.get(PACK_LINK_NAME, [])
+    shipped = sorted(p.stem for p in TEMPLATE_DIR.glob("*.json"))
+    assert sorted(names) == shipped, f"the template browser lists {sorted(names)}, the pack ships {shipped}"
+    for name in names:
+        url = f"{comfy.url}/api/workflow_templates/{PACK_LINK_NAME}/{urllib.request.quote(name)}.jpg"
+        with urllib.request.urlopen(url, timeout=30) as resp:
+            assert resp.status == 200 and resp.headers["Content-Type"] == "image/jpeg", url

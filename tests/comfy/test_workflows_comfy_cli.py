@@ -79,6 +79,7 @@ def test_comfy_run_queues_workflow(path, comfy, tmp_path):
         f"hint: {error.get('hint')}\ndetails: {json.dumps(error.get('details'), indent=1)[:3000]}\n"
         f"stderr: {proc.stderr[-2000:]}{registration_hint(stem_of(path))}")
     assert envelope["data"]["status"] == "completed", envelope["data"]
+    case.check(comfy, comfy.wait(envelope["data"]["prompt_id"], timeout=60))
 
 
 def test_comfy_node_validate_accepts_pyproject(tmp_path):

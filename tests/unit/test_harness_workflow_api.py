@@ -116,3 +116,13 @@ def test_check_prompt_names_missing_models_by_folder():
         "node 3 (BroadcastLoadVideo) input video: file 'clip.mp4' is not in ComfyUI's input folder",
         "node 4: node type 'NotInstalled' is not installed on this server",
     ]
+
+
+def test_ui_to_api_skips_an_upload_button_saved_after_the_last_input():
+    # The editor adds a V3 combo's upload button after the node's other widgets; its value ("image") comes last.
+    info = {"Loader": {"input": {"required": {"video": ["COMBO", {"options": ["a.mp4"], "video_upload": True}],
+                                              "frame_cap": ["INT", {}], "fps": ["FLOAT", {}]}}}}
+    prompt = ui_to_api(_ui([_node(1, "Loader", ["a.mp4", 0, 25.0, "image"])], []), info)
+    assert prompt["1"]["inputs"] == {"video": "a.mp4", "frame_cap": 0, "fps": 25.0}
+    with pytest.raises(WorkflowError, match="do not match"):
+        ui_to_api(_ui([_node(1, "Loader", ["a.mp4", 0, 25.0, "image", "image"])], []), info)

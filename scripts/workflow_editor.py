@@ -1,0 +1,251 @@
+"""Build the shipped UI workflows and their template thumbnails in the real ComfyUI frontend.
+
+    $BA_PYTHON scripts/workflow_editor.py layout [stem ...]      # workflows/<stem>.json from workflows/api/<stem>.api.json
+    $BA_PYTHON scripts/workflow_editor.py thumbnails [stem ...]  # workflows/<stem>.jpg (the template browser's picture)
+
+Both start a headless ComfyUI with the pack (no models needed) and drive its editor in Chromium, so what is written
+is what the editor itself makes of the graph:
+- layout: the API twin is loaded the way the editor opens an API file (`app.loadApiJson`); every node gets the size
+  the editor computes for its widgets (nothing hidden); nodes are placed in stage groups left to right
+  (scripts/workflow_layout.py), columns by link depth inside a stage, so links run forward and no two nodes
+  overlap; a Note (what to provide, where models go, what to expect, how long) goes first. Workflows whose node
+  types this core lacks keep their UI file and are only re-laid out.
+- thumbnails: each UI file is loaded, fitted into the view and the canvas is saved as a JPEG.
+Run `layout` after changing an API twin or workflow_layout.py, then `thumbnails`; the tests check both are current.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from scripts import workflow_layout as spec  # noqa: E402
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+TEMPLATES = REPO_ROOT / "workflows"
+API = TEMPLATES / "api"
+
+TITLE_H = 30           # LiteGraph's node title bar, drawn above `pos`
+GROUP_HEAD = 50        # a group's title bar plus margin above its first node's title
+PAD = 24               # group border around its nodes
+GAP_X, GAP_Y = 60, 40  # between columns / between a node and the next node's title
+NOTE_W = 420
+THUMB_SIZE = (640, 400)
+
+MEASURE_JS = """async ([api, ui, name]) => {
+    if (ui) { await app.loadGraphData(ui, true, false, name); }
+    else { app.loadApiJson(api, name); }
+    await new Promise(r => setTimeout(r, 200));
+    return app.graph.nodes.map(n => {
+        const c = n.computeSize ? n.computeSize() : n.size;
+        const multiline = (n.widgets || []).some(w => w.type === "customtext" || (w.options && w.options.multiline)
+                                                  || w.element instanceof HTMLTextAreaElement);
+        return {id: String(n.id), computed: [c[0], c[1]], size: [n.size[0], n.size[1]], multiline,
+                links: (n.inputs || []).filter(i => i.link != null).map(i => String(app.graph.links[i.link]?.origin_id))};
+    });
+}"""
+
+APPLY_JS = """([placed, groups, note]) => {
+    for (const p of placed) {
+        const n = app.graph.getNodeById(isNaN(+p.id) ? p.id : +p.id);
+        n.pos = [p.pos[0], p.pos[1]];
+        n.size = [p.size[0], p.size[1]];
+        // The API file's seed is the one to use: the editor's default would re-randomise it on every run.
+        for (const w of n.widgets || []) if (w.name === "control_after_generate") w.value = "fixed";
+    }
+    for (const n of app.graph.nodes.filter(n => n.type === "Note" || n.type === "MarkdownNote")) app.graph.remove(n);
+    app.graph._groups.splice(0);
+    const noteNode = LiteGraph.createNode("Note");
+    noteNode.title = "Read me";
+    noteNode.widgets[0].value = note.text;
+    app.graph.add(noteNode);
+    noteNode.pos = [note.pos[0], note.pos[1]];
+    noteNode.size = [note.size[0], note.size[1]];
+    for (const g of groups) {
+        const group = new LiteGraph.LGraphGroup(g.title);
+        group.pos = [g.rect[0], g.rect[1]];
+        group.size = [g.rect[2], g.rect[3]];
+        app.graph.add(group);
+    }
+    const wf = app.graph.serialize();
+    wf.extra = {ds: {scale: 0.6, offset: [40, 60]}};
+    // As the editor saves a file: through JSON, so undefined fields are dropped (not sent back as null).
+    return JSON.parse(JSON.stringify(wf));
+}"""
+
+FIT_JS = """async ([wf, name]) => {
+    await app.loadGraphData(wf, true, false, name, {showMissingNodesDialog: false, showMissingModelsDialog: false});
+    app.extensionManager.toast.removeAll();
+    await new Promise(r => setTimeout(r, 200));
+    const xs = [], ys = [];
+    for (const n of app.graph.nodes) { xs.push(n.pos[0], n.pos[0] + n.size[0]); ys.push(n.pos[1] - 30, n.pos[1] + n.size[1]); }
+    for (const g of app.graph._groups) { xs.push(g.pos[0], g.pos[0] + g.size[0]); ys.push(g.pos[1], g.pos[1] + g.size[1]); }
+    const [x0, x1, y0, y1] = [Math.min(...xs), Math.max(...xs), Math.min(...ys), Math.max(...ys)];
+    // Only the canvas in the picture: the editor's menus, side bar and minimap are DOM drawn over it.
+    if (!document.getElementById("ba-thumb-style")) {
+        const style = document.createElement("style");
+        style.id = "ba-thumb-style";
+        style.textContent = "body * {visibility: hidden !important} "
+            + "#graph-canvas, textarea {visibility: visible !important}";
+        document.head.appendChild(style);
+    }
+    app.canvas.show_info = false;
+    app.canvas.ds.fitToBounds([x0 - 20, y0 - 20, x1 - x0 + 40, y1 - y0 + 40], {zoom: 0.98});
+    app.canvas.setDirty(true, true);
+    app.canvas.draw(true, true);
+    await new Promise(r => setTimeout(r, 300));
+    return true;
+}"""
+
+
+def _depths(nodes: dict) -> dict:
+    depth: dict = {}
+
+    def visit(nid, seen=()):
+        if nid in depth:
+            return depth[nid]
+        ups = [u for u in nodes[nid]["links"] if u in nodes and u not in seen]
+        depth[nid] = 1 + max((visit(u, seen + (nid,)) for u in ups), default=-1)
+        return depth[nid]
+
+    for nid in nodes:
+        visit(nid)
+    return depth
+
+
+def plan_layout(stem: str, measured: list[dict]) -> tuple[list, list, dict]:
+    """Positions and sizes of every node, the stage groups and the Note: stages left to right, columns by depth."""
+    nodes = {m["id"]: m for m in measured if m["id"] is not None}
+    stages = spec.STAGES[stem]
+    listed = [nid for _, ids in stages for nid in ids]
+    if sorted(listed) != sorted(nodes) or len(set(listed)) != len(listed):
+        raise SystemExit(f"{stem}: workflow_layout.STAGES must list every node once: listed {sorted(listed)}, "
+                         f"graph has {sorted(nodes)}")
+    depth = _depths(nodes)
+    note_text = spec.NOTES[stem]
+    note_h = 60 + 18 * sum(1 + len(line) // 52 for line in note_text.splitlines())
+    left = PAD + NOTE_W + GAP_X
+    x = left
+    top = GROUP_HEAD + TITLE_H
+    row_bottom = top
+    placed, groups = [], []
+    for index, (title, ids) in enumerate(stages):
+        if index in spec.ROW_BREAKS.get(stem, ()):
+            x, top = left, row_bottom + PAD + 2 * GAP_Y + GROUP_HEAD + TITLE_H
+        columns: dict = {}
+        for nid in ids:
+            columns.setdefault(depth[nid], []).append(nid)
+        gx = x - PAD
+        bottom = top
+        for d in sorted(columns):
+            y, width = top, 0
+            for nid in columns[d]:
+                n = nodes[nid]
+                w = max(320.0, n["computed"][0])
+                h = n["computed"][1] + (120 if n["multiline"] else 0)
+                placed.append({"id": nid, "pos": [x, y], "size": [w, h]})
+                y += h + GAP_Y + TITLE_H
+                width = max(width, w)
+            bottom = max(bottom, y - GAP_Y - TITLE_H)
+            x += width + GAP_X
+        groups.append({"title": title, "rect": [gx, top - TITLE_H - GROUP_HEAD, x - GAP_X + PAD - gx,
+                                                 bottom - (top - TITLE_H - GROUP_HEAD) + PAD]})
+        row_bottom = max(row_bottom, bottom)
+        x += 2 * PAD
+    note = {"text": note_text, "pos": [PAD, GROUP_HEAD + TITLE_H], "size": [NOTE_W, note_h]}
+    return placed, groups, note
+
+
+def _session():
+    """(server, page) context: a headless ComfyUI with the pack and a ready editor page."""
+    from contextlib import contextmanager
+
+    @contextmanager
+    def session():
+        from playwright.sync_api import sync_playwright
+
+        from scripts.comfy_server import ComfyServer
+        from tests.comfy import frontend
+
+        with tempfile.TemporaryDirectory(prefix="ba-editor-") as base:
+            server = ComfyServer(base)
+            server.start()
+            try:
+                server.request("POST", "/settings", frontend.SETTINGS)
+                with sync_playwright() as p:
+                    browser = p.chromium.launch(executable_path=frontend.CHROMIUM, headless=True,
+                                                args=frontend.CHROMIUM_ARGS)
+                    try:
+                        context, page, _ = frontend.open_page(browser, server.url)
+                        yield server, page
+                        context.close()
+                    finally:
+                        browser.close()
+            finally:
+                server.stop()
+
+    return session()
+
+
+def layout(stems: list[str]) -> None:
+    with _session() as (_server, page):
+        registered = set(page.evaluate("() => Object.keys(LiteGraph.registered_node_types)"))
+        for stem in stems:
+            api = json.loads((API / f"{stem}.api.json").read_text(encoding="utf-8"))
+            ui_path = TEMPLATES / f"{stem}.json"
+            lacking = {n["class_type"] for n in api.values()} - registered
+            # The editor can only build nodes it knows: a workflow for a newer core keeps its file, re-laid out.
+            ui = json.loads(ui_path.read_text(encoding="utf-8")) if lacking else None
+            measured = page.evaluate(MEASURE_JS, [api, ui, stem])
+            measured = [m for m in measured if m["id"] in {str(k) for k in api}]
+            placed, groups, note = plan_layout(stem, measured)
+            wf = page.evaluate(APPLY_JS, [placed, groups, note])
+            # A node of a type this core lacks serialises what it was loaded with: give it its place here.
+            where = {p["id"]: p for p in placed}
+            for node in wf["nodes"]:
+                if str(node["id"]) in where:
+                    node["pos"], node["size"] = where[str(node["id"])]["pos"], where[str(node["id"])]["size"]
+            ui_path.write_text(json.dumps(wf, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+            print(f"{ui_path.relative_to(REPO_ROOT)}: {len(placed)} nodes in {len(groups)} groups"
+                  + (f" (kept: this core lacks {sorted(lacking)})" if lacking else ""))
+
+
+def thumbnails(stems: list[str]) -> None:
+    from io import BytesIO
+
+    from PIL import Image
+
+    with _session() as (_server, page):
+        for stem in stems:
+            wf = json.loads((TEMPLATES / f"{stem}.json").read_text(encoding="utf-8"))
+            page.evaluate(FIT_JS, [wf, stem])
+            png = page.locator("#graph-canvas").screenshot(type="png")
+            img = Image.open(BytesIO(png)).convert("RGB")
+            img.thumbnail(THUMB_SIZE)
+            out = TEMPLATES / f"{stem}.jpg"
+            # The comment names the UI file it shows, so the tests notice a thumbnail older than its workflow.
+            stamp = hashlib.sha256((TEMPLATES / f"{stem}.json").read_bytes()).hexdigest()[:16]
+            img.save(out, "JPEG", quality=82, optimize=True, comment=stamp.encode())
+            print(f"{out.relative_to(REPO_ROOT)}: {img.size[0]}x{img.size[1]}")
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("command", choices=("layout", "thumbnails"))
+    p.add_argument("stems", nargs="*", help="workflow names (default: every shipped workflow)")
+    args = p.parse_args(argv)
+    stems = args.stems or list(spec.ORDER)
+    unknown = [s for s in stems if s not in spec.STAGES]
+    if unknown:
+        p.error(f"not in scripts/workflow_layout.py: {unknown}")
+    (layout if args.command == "layout" else thumbnails)(stems)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

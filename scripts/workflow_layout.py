@@ -1,0 +1,158 @@
+"""What each shipped workflow looks like in the editor: its stages (groups), its Note and its place in the template
+browser. `scripts/workflow_editor.py` turns this into the UI files and thumbnails; tests read it too.
+
+STAGES[stem] lists (group title, node ids of the API twin) left to right; every node is in exactly one stage.
+ORDER is the template browser's order, from "start here" to advanced; NOTES[stem] is the Note on the canvas (what to
+provide, where models go, what to expect, how long).
+"""
+from __future__ import annotations
+
+# From "start here" to advanced (the editor lists custom-node templates in the order the server globs them, so the
+# title each file is shown under starts with this position).
+ORDER = ("demo_export", "broadcast_musetalk", "broadcast_ditto", "tts_master", "musetalk_lipsync",
+         "ditto_talking_head", "wardrobe_mask_check", "wardrobe_vace_prompt", "wardrobe_vace", "broadcast_wardrobe",
+         "wardrobe_core_sam3_masks", "wardrobe_minimax_h3")
+
+_VOICE = [("Voice: script and cloned voice", ["1", "2", "3", "4", "5", "6"])]
+
+STAGES: dict[str, list[tuple[str, list[str]]]] = {
+    "demo_export": [("Input", ["1"]), ("Export", ["2"])],
+    "broadcast_musetalk": _VOICE + [("Presenter loop", ["7"]), ("Lip-sync (MuseTalk)", ["8", "9", "10", "11"]),
+                                    ("Export", ["12"])],
+    "broadcast_ditto": _VOICE + [("Presenter loop", ["7"]), ("Lip-sync (Ditto)", ["8", "9", "10", "11", "12"]),
+                                 ("Export", ["13"])],
+    "broadcast_wardrobe": [("Wardrobe swap: loop and masks", ["1", "2", "3", "4", "5", "6", "7"]),
+                           ("Wardrobe swap: Wan VACE", ["8", "9", "10", "11", "12", "13", "14", "15", "16", "17", "18"]),
+                           ("Wardrobe swap: re-dressed loop", ["19", "20"]),
+                           ("Voice: script and cloned voice", ["101", "102", "103", "104", "105", "106"]),
+                           ("Lip-sync the new loop (MuseTalk)", ["108", "109", "110", "111"]), ("Export", ["112"])],
+    "wardrobe_core_sam3_masks": [("Input and core SAM3", ["1", "2", "3", "4"]), ("Track", ["5", "6", "7", "8"]),
+                                 ("Cache and check", ["9", "10", "11", "12", "13"])],
+    "tts_master": [("Voice", ["1", "2", "3"]), ("Script", ["4"]), ("Speech and mastering", ["5", "6"])],
+    "musetalk_lipsync": [("Inputs", ["1", "2"]), ("Lip-sync (MuseTalk)", ["3", "4", "5", "6"]), ("Export", ["7"])],
+    "ditto_talking_head": [("Inputs", ["1", "2"]), ("Lip-sync (Ditto)", ["3", "4", "5", "6", "7"]),
+                           ("Export", ["8"])],
+    "wardrobe_mask_check": [("Inputs", ["1", "2"]), ("Masks", ["3", "4", "16", "17", "5", "6", "7"]),
+                            ("Pixel side (compositor)", ["8", "9"]),
+                            ("Sampler side (token grid)", ["10", "11", "12", "15"]), ("Check", ["13", "14"])],
+    "wardrobe_vace_prompt": [("Models and garment", ["1", "2", "3"]), ("Encode once", ["4", "5"])],
+    "wardrobe_vace": [("Inputs and masks", ["1", "2", "3", "4", "5"]), ("Crop", ["6", "7"]),
+                      ("Wan VACE models and prompt", ["8", "9", "10", "11", "12"]),
+                      ("Inpaint", ["13", "14", "15", "16", "17", "18"]),
+                      ("Composite and export", ["19", "20", "21"])],
+    "wardrobe_minimax_h3": [("Inputs and masks", ["1", "2", "3", "4", "5", "6"]), ("Crop", ["7", "8", "9"]),
+                            ("MiniMax H3 models and prompt", ["10", "11", "12", "13", "14", "15", "16", "31", "32",
+                                                              "33"]),
+                            ("Inpaint", ["17", "18", "19", "20", "21", "22", "23", "24", "25", "26", "30"]),
+                            ("Composite and export", ["27", "28", "29"])],
+}
+
+# Stages that start a new row (by position in STAGES[stem]): long graphs wrap so the canvas and the thumbnail stay
+# readable; links still run left to right inside each row.
+ROW_BREAKS: dict[str, tuple[int, ...]] = {
+    "broadcast_musetalk": (1,),
+    "broadcast_ditto": (1,),
+    "wardrobe_mask_check": (3,),
+    "wardrobe_vace": (2, 4),
+    "broadcast_wardrobe": (1, 3, 4),
+    "wardrobe_minimax_h3": (2, 3, 4),
+}
+
+NOTES: dict[str, str] = {
+    "demo_export": (
+        "START HERE - no models needed.\n\n"
+        "Provide: a video with sound in ComfyUI's input folder (bash scripts/demo.sh makes broadcast_sample.mp4), "
+        "picked in Load Video (upload button).\n"
+        "Expect: one .mp4 in output/broadcast/, the preview and the encode summary (encoder used and why, colour, "
+        "duration, size) in the Export node.\n"
+        "Time: seconds."),
+    "broadcast_musetalk": (
+        "THE BROADCAST (MuseTalk): news script + cloned voice + presenter loop -> one MP4.\n\n"
+        "Provide: a 3-10 s voice clip (Voice Clip, upload) and its exact transcript (Anchor Voice), a presenter "
+        "action loop with the face visible (Presenter Loop, upload), and your script (News Script, one line per "
+        "sentence).\n"
+        "Models: models/omnivoice/omnivoice/ and models/musetalk/musetalk-v15/ (README: the download commands).\n"
+        "Expect: the mastered speech (player in Audio Master), the lip-synced clip as long as the speech (the loop "
+        "walked ping-pong; set loop_mode), one .mp4 with preview and encode summary in Export Broadcast.\n"
+        "The avatar is cached by content: the second run on the same loop skips it.\n"
+        "Time on a GPU: about 1x real time; on a CPU much longer."),
+    "broadcast_ditto": (
+        "THE BROADCAST (Ditto): news script + cloned voice + presenter loop -> one MP4, whole-head motion.\n\n"
+        "Provide: a 3-10 s voice clip (Voice Clip) and its transcript (Anchor Voice), a presenter loop (Presenter "
+        "Loop), your script (News Script).\n"
+        "Models: models/omnivoice/omnivoice/ and models/ditto/ditto-talkinghead/ (README: download commands; the "
+        "InsightFace parts are non-commercial).\n"
+        "Expect: the mastered speech (player in Audio Master), a clip as long as the speech, one .mp4 with preview "
+        "and summary in Export Broadcast. The avatar packet is cached.\n"
+        "Time on a GPU: about real time; on a CPU much longer."),
+    "broadcast_wardrobe": (
+        "THE BROADCAST WITH A WARDROBE SWAP: re-dress the presenter loop (Wan 2.1 VACE), then lip-sync the new loop "
+        "to the cloned voice reading the script -> one MP4.\n\n"
+        "Provide: the presenter loop (Presenter Loop), a garment reference image, the prompt encoded once by "
+        "wardrobe_vace_prompt, a 3-10 s voice clip and its transcript, the script.\n"
+        "Models: models/sam3/sam3/, Wan 2.1 VACE (diffusion_models/, vae/), models/omnivoice/omnivoice/, "
+        "models/musetalk/musetalk-v15/.\n"
+        "Expect: the re-dressed loop (masks cached, so a second run skips SAM3), the mastered speech, one .mp4 in "
+        "Export Broadcast. Without a swap, use broadcast_musetalk.\n"
+        "Time: the swap takes minutes per second of loop on a large GPU; it is done once per loop."),
+    "wardrobe_core_sam3_masks": (
+        "Garment and hands masks with core's SAM3 video tracker, stored in the pack's mask cache for the swaps.\n\n"
+        "NEEDS A NEWER COMFYUI (0.33.0 or newer): SAM3_VideoTrack is a core node that ComfyUI 0.3.75 does not have; "
+        "there it shows as missing (red). Update ComfyUI to run it.\n"
+        "Provide: the presenter loop (Load Video), the garment and hands prompts.\n"
+        "Models: core's SAM3 checkpoint in models/checkpoints/.\n"
+        "Expect: mask previews; the masks cached for wardrobe_vace / wardrobe_minimax_h3.\n"
+        "Time: about a second per frame on a GPU."),
+    "tts_master": (
+        "Voice clone + broadcast mastering.\n\n"
+        "Provide: a 3-10 s reference clip (Reference clip) and its exact transcript (Anchor voice); or a voice "
+        "saved earlier with save_as. Type the script in Script.\n"
+        "Models: models/omnivoice/omnivoice/.\n"
+        "Expect: a player with the mastered speech (-14 LUFS, -1 dBTP) and its report.\n"
+        "Time: seconds per sentence on a GPU."),
+    "musetalk_lipsync": (
+        "MuseTalk lip-sync of an avatar loop to speech you already have.\n\n"
+        "Provide: the presenter loop (Presenter Loop) and a speech file (Speech), both uploaded.\n"
+        "Models: models/musetalk/musetalk-v15/ (musetalkV15/, sd-vae/, whisper/).\n"
+        "Expect: a clip as long as the speech, only the mouth region changed, exported with the speech.\n"
+        "Time: about real time on a GPU."),
+    "ditto_talking_head": (
+        "Ditto talking head from a presenter loop (or one portrait) and speech.\n\n"
+        "Provide: the loop (Presenter Loop) and speech (Speech).\n"
+        "Models: models/ditto/ditto-talkinghead/ (ditto_cfg/, ditto_pytorch/).\n"
+        "Expect: a clip as long as the speech with head motion, exported with the speech.\n"
+        "Time: about real time on a GPU."),
+    "wardrobe_mask_check": (
+        "Run this before spending GPU time on a wardrobe swap: no models needed.\n\n"
+        "Provide: the clip and a mask video (red = garment, green = hands).\n"
+        "Expect: an overlay video: sampler token grid (blue), compositor pixel mask (green), protected hands (red).\n"
+        "Time: seconds."),
+    "wardrobe_vace_prompt": (
+        "Encode the garment prompt once (Wan text encoder, about 11 GB); the VACE swap loads the result.\n\n"
+        "Provide: the garment reference image.\n"
+        "Models: models/text_encoders/umt5_xxl_fp8_e4m3fn_scaled.safetensors, models/vae/wan_2.1_vae.safetensors.\n"
+        "Expect: a conditioning folder in output/ (Save Prompt Conditioning).\n"
+        "Time: a minute."),
+    "wardrobe_vace": (
+        "Wardrobe swap with Wan 2.1 VACE: re-dress the presenter loop (then lip-sync the new loop).\n\n"
+        "Provide: the loop (Load Video), a garment reference image, the prompt encoded by wardrobe_vace_prompt.\n"
+        "Models: models/sam3/sam3/, models/diffusion_models/wan2.1_vace_14B_fp16.safetensors, "
+        "models/vae/wan_2.1_vae.safetensors.\n"
+        "Expect: the re-dressed loop with the source audio, hands kept in front of the garment.\n"
+        "Time: minutes per second of video on a large GPU."),
+    "wardrobe_minimax_h3": (
+        "Wardrobe swap on core's MiniMax H3 nodes.\n\n"
+        "NEEDS A NEWER COMFYUI (0.33.0 or newer): EmptyMiniMaxH3LatentAV, MiniMaxH3ReferenceToVideo and "
+        "MiniMaxH3SigmaShift are core nodes that ComfyUI 0.3.75 does not have; there they show as missing (red). "
+        "Update ComfyUI to run it.\n"
+        "Provide: the loop (Load Video) and the garment reference.\n"
+        "Models: models/sam3/sam3/ and the H3 model, LoRA, text encoder and VAEs named in the loaders.\n"
+        "Expect: the re-dressed loop with the source audio.\n"
+        "Time: minutes on a large GPU."),
+}
+
+
+
+def template_title(stem: str) -> str:
+    """The file name the template browser shows: position, then the stem in words."""
+    return f"{ORDER.index(stem) + 1:02d} {stem.replace('_', ' ')}"

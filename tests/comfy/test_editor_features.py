@@ -1,0 +1,60 @@
+"""What the editor gets from the pack on this core: search keywords in /object_info, live progress text in a running
+node (feature-detected: nodes/core_features.py)."""
+from __future__ import annotations
+
+import struct
+import threading
+
+from scripts.workflow_api import apply_overrides, load_workflow
+from tests.workflow_cases import case_for, shipped_api_twin
+
+KEYWORD_NODES = {"BroadcastOmniVoiceSpeak": ("tts", "text to speech", "voice clone"),
+                 "BroadcastMuseTalkLipSync": ("lip sync", "talking head", "avatar"),
+                 "BroadcastExportVideo": ("nvenc", "mp4")}
+
+
+def test_search_keywords_reach_the_editor(comfy):
+    info = comfy.object_info()
+    for node_id, words in KEYWORD_NODES.items():
+        spec = info[node_id]
+        aliases = spec.get("search_aliases")
+        # Where the core has search aliases they carry the keywords; elsewhere the display name does.
+        found = " ".join(aliases) if aliases else spec["display_name"]
+        for word in words:
+            assert word in found.lower(), f"{node_id}: '{word}' not in {found!r} (search_aliases: {aliases})"
+
+
+def test_long_nodes_show_live_progress_text(comfy):
+    import websocket
+
+    ws = websocket.create_connection(comfy.url.replace("http", "ws", 1) + f"/ws?clientId={comfy.client_id}",
+                                     timeout=10)
+    texts, stop = [], threading.Event()
+
+    def read():
+        ws.settimeout(0.5)
+        while not stop.is_set():
+            try:
+                msg = ws.recv()
+            except Exception:
+                continue
+            if isinstance(msg, bytes) and len(msg) > 8 and struct.unpack(">I", msg[:4])[0] == 3:
+                n = struct.unpack(">I", msg[4:8])[0]
+                texts.append((msg[8:8 + n].decode(), msg[8 + n:].decode(errors="replace")))
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        prompt, _ = load_workflow(shipped_api_twin("demo_export"))
+        overrides = case_for("demo_export").prepare(comfy)
+        overrides["Broadcast Export Video.filename_prefix"] = "broadcast/progress_text"
+        comfy.run(apply_overrides(prompt, overrides, comfy.object_info()))
+    finally:
+        stop.set()
+        reader.join(timeout=5)
+        ws.close()
+    export_id = next(k for k, n in prompt.items() if n["class_type"] == "BroadcastExportVideo")
+    lines = [t for node, t in texts if node == export_id]
+    assert lines and all(" done" in t for t in lines), f"progress text of the export node: {texts}"
+    done, total = lines[-1].split(" ")[0].split("/")
+    assert done == total, f"the last progress line is not the finished one: {lines}"

@@ -1,0 +1,107 @@
+"""What a user sees when a shipped workflow opens (no server): a Note, stage groups, no overlapping nodes, a current
+thumbnail for the template browser.
+
+Node rectangles include the title bar LiteGraph draws above `pos`. That no widget is cut off needs the editor's own
+size computation: tests/comfy/test_workflows_browser.py checks it after loading each file.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+
+from nodes.core_workflows import CORE_NODES_SINCE, missing_core_nodes
+from scripts import workflow_layout as spec
+from tests.workflow_cases import REPO_ROOT, TEMPLATE_DIR, shipped_api_twin
+
+TITLE_H = 30
+UI_FILES = sorted(TEMPLATE_DIR.glob("*.json"))
+NOTE_TYPES = ("Note", "MarkdownNote")
+
+
+def _load(path):
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _rect(node):
+    (x, y), (w, h) = node["pos"], node["size"]
+    return x, y - TITLE_H, x + w, y + h
+
+
+def _overlap(a, b):
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+
+def thumbnail_stamp(path) -> str:
+    """What workflow_editor.py writes into a thumbnail's JPEG comment: the hash of the UI file it shows."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+
+
+@pytest.mark.parametrize("path", UI_FILES, ids=[p.stem for p in UI_FILES])
+def test_no_two_nodes_overlap(path):
+    nodes = _load(path)["nodes"]
+    clashes = [(a.get("title") or a["type"], b.get("title") or b["type"])
+               for i, a in enumerate(nodes) for b in nodes[i + 1:] if _overlap(_rect(a), _rect(b))]
+    assert clashes == [], f"{path.name}: overlapping nodes {clashes} (run scripts/workflow_editor.py layout)"
+
+
+@pytest.mark.parametrize("path", UI_FILES, ids=[p.stem for p in UI_FILES])
+def test_note_and_stage_groups(path):
+    wf = _load(path)
+    notes = [n for n in wf["nodes"] if n["type"] in NOTE_TYPES]
+    assert len(notes) == 1, f"{path.name}: expected one Note saying what to provide, got {len(notes)}"
+    text = notes[0]["widgets_values"][0]
+    for word in ("Provide", "Expect", "Time"):
+        assert word in text, f"{path.name}: the Note does not say '{word}'"
+    stages = spec.STAGES[path.stem]
+    assert [g["title"] for g in wf["groups"]] == [title for title, _ in stages]
+    for group, (title, ids) in zip(wf["groups"], stages):
+        gx, gy, gw, gh = group["bounding"]
+        for node in (n for n in wf["nodes"] if str(n["id"]) in ids):
+            x0, y0, x1, y1 = _rect(node)
+            assert gx <= x0 and gy < y0 and x1 <= gx + gw and y1 <= gy + gh, \
+                f"{path.name}: node {node.get('title')} sticks out of its group {title!r}"
+
+
+NEEDS_NEWER_CORE = missing_core_nodes(set())   # {stem: core node types only newer cores have}
+
+
+@pytest.mark.parametrize("stem", sorted(NEEDS_NEWER_CORE))
+def test_workflows_for_a_newer_core_say_so(stem):
+    note = next(n for n in _load(TEMPLATE_DIR / f"{stem}.json")["nodes"] if n["type"] in NOTE_TYPES)
+    types = NEEDS_NEWER_CORE[stem]
+    version = max(CORE_NODES_SINCE[t] for t in types)
+    assert f"NEEDS A NEWER COMFYUI ({version} or newer)" in note["widgets_values"][0]
+    for node_type in types:
+        assert node_type in note["widgets_values"][0]
+
+
+def test_every_template_is_in_the_order_and_has_a_stage_plan():
+    stems = sorted(p.stem for p in UI_FILES)
+    assert sorted(spec.ORDER) == stems, "scripts/workflow_layout.py ORDER must list every UI workflow once"
+    assert sorted(spec.STAGES) == stems and sorted(spec.NOTES) == stems
+    assert spec.ORDER[0] == "demo_export", "the first template needs no models"
+    for stem in stems:
+        assert shipped_api_twin(stem).exists()
+
+
+@pytest.mark.parametrize("path", UI_FILES, ids=[p.stem for p in UI_FILES])
+def test_thumbnail_is_a_jpeg_of_the_current_file(path):
+    from PIL import Image
+
+    thumb = path.with_suffix(".jpg")
+    assert thumb.exists(), f"no thumbnail {thumb.relative_to(REPO_ROOT)}: run scripts/workflow_editor.py thumbnails"
+    with Image.open(thumb) as img:
+        assert img.format == "JPEG" and img.width >= 320 and img.height >= 160
+        stamp = img.info.get("comment", b"").decode()
+    assert stamp == thumbnail_stamp(path), (
+        f"{thumb.name} shows an older {path.name}: run scripts/workflow_editor.py thumbnails {path.stem}")
+
+
+def test_the_editor_extension_orders_templates_as_the_layout_says():
+    import re
+
+    js = (REPO_ROOT / "web" / "js" / "broadcast_media.js").read_text(encoding="utf-8")
+    listed = re.search(r"TEMPLATE_ORDER = \[(.*?)\];", js, re.S).group(1)
+    assert re.findall(r'"([a-z0-9_]+)"', listed) == list(spec.ORDER)

@@ -1,0 +1,141 @@
+// Broadcast Avatar in the editor: players and summaries in the pack's nodes, an upload button with a preview on its
+// loaders where the editor does not provide one, and its templates in "start here" order.
+//
+// - Every pack node whose run returns audio (ui "audio") gets an <audio> player; one that returns text (ui "text":
+//   the export's encode summary, the avatar's cache state) shows it in a read-only box.
+// - Broadcast Load Audio: the editor's audio upload widget only serves core's Load Audio, so an upload button and a
+//   player of the chosen file are added here. Broadcast Load Video gets the same where the core gave its combo no
+//   video upload widget (older cores); otherwise the core's own button and preview are used.
+// Frontend-only widgets are not saved into the prompt (options.serialize = false).
+import { app } from "../../../scripts/app.js";
+import { api } from "../../../scripts/api.js";
+
+const PACK_PREFIX = "Broadcast";
+// The template browser's order for this pack, "start here" first (scripts/workflow_layout.py ORDER; a unit test
+// keeps the two equal). The server lists a pack's templates in file-system order.
+const TEMPLATE_ORDER = ["demo_export", "broadcast_musetalk", "broadcast_ditto", "tts_master", "musetalk_lipsync",
+  "ditto_talking_head", "wardrobe_mask_check", "wardrobe_vace_prompt", "wardrobe_vace", "broadcast_wardrobe",
+  "wardrobe_core_sam3_masks", "wardrobe_minimax_h3"];
+
+if (typeof api.getWorkflowTemplates === "function" && !api.__broadcastOrdered) {
+  const list = api.getWorkflowTemplates.bind(api);
+  api.getWorkflowTemplates = async function () {
+    const byPack = await list();
+    for (const [pack, names] of Object.entries(byPack || {})) {
+      if (!Array.isArray(names) || !names.includes("broadcast_musetalk")) continue;
+      const rank = (n) => (TEMPLATE_ORDER.includes(n) ? TEMPLATE_ORDER.indexOf(n) : TEMPLATE_ORDER.length);
+      byPack[pack] = [...names].sort((a, b) => rank(a) - rank(b) || a.localeCompare(b));
+    }
+    return byPack;
+  };
+  api.__broadcastOrdered = true;
+}
+
+function viewUrl(file, type) {
+  const [subfolder, filename] = file.includes("/") ? [file.slice(0, file.lastIndexOf("/")), file.slice(file.lastIndexOf("/") + 1)] : ["", file];
+  const q = new URLSearchParams({ filename, subfolder, type: type || "input" });
+  return api.apiURL(`/view?${q.toString()}`);
+}
+
+function mediaWidget(node, name, tag) {
+  const existing = node.widgets?.find((w) => w.name === name);
+  if (existing) return existing;
+  const el = document.createElement(tag);
+  el.controls = true;
+  el.preload = "none";
+  el.style.width = "100%";
+  el.classList.add("broadcast-media");
+  if (tag === "video") el.muted = true;
+  const widget = node.addDOMWidget(name, tag, el, { serialize: false, hideOnZoom: false });
+  widget.serialize = false;
+  return widget;
+}
+
+function textWidget(node, name) {
+  const existing = node.widgets?.find((w) => w.name === name);
+  if (existing) return existing;
+  const el = document.createElement("textarea");
+  el.readOnly = true;
+  el.rows = 4;
+  el.style.width = "100%";
+  el.style.fontSize = "11px";
+  el.classList.add("broadcast-summary");
+  const widget = node.addDOMWidget(name, "summary", el, { serialize: false });
+  widget.serialize = false;
+  return widget;
+}
+
+function addUpload(node, comboName, accept, previewTag) {
+  const combo = node.widgets?.find((w) => w.name === comboName);
+  if (!combo || node.widgets.find((w) => w.name === "broadcast_upload")) return;
+  const player = mediaWidget(node, "broadcast_preview", previewTag);
+  const show = () => {
+    if (typeof combo.value === "string" && combo.value) player.element.src = viewUrl(combo.value, "input");
+  };
+  const previous = combo.callback;
+  combo.callback = function () {
+    const r = previous?.apply(this, arguments);
+    show();
+    return r;
+  };
+  const picker = document.createElement("input");
+  picker.type = "file";
+  picker.accept = accept;
+  picker.style.display = "none";
+  document.body.appendChild(picker);
+  picker.onchange = async () => {
+    const file = picker.files?.[0];
+    if (!file) return;
+    const body = new FormData();
+    body.append("image", file);          // ComfyUI's upload route takes any file under this field name
+    body.append("type", "input");
+    const resp = await api.fetchApi("/upload/image", { method: "POST", body });
+    if (resp.status !== 200) {
+      app.extensionManager?.toast?.add({ severity: "error", summary: "Upload failed", detail: `${resp.status} ${resp.statusText}`, life: 5000 });
+      return;
+    }
+    const data = await resp.json();
+    const name = data.subfolder ? `${data.subfolder}/${data.name}` : data.name;
+    if (!combo.options.values.includes(name)) combo.options.values.push(name);
+    combo.value = name;
+    show();
+    picker.value = "";
+  };
+  const button = node.addWidget("button", "broadcast_upload", "choose file to upload", () => picker.click(), { serialize: false });
+  button.label = "choose file to upload";
+  button.serialize = false;
+  const onRemoved = node.onRemoved;
+  node.onRemoved = function () { picker.remove(); return onRemoved?.apply(this, arguments); };
+  show();
+  const configured = node.onGraphConfigured;
+  node.onGraphConfigured = function () { configured?.apply(this, arguments); show(); };
+}
+
+app.registerExtension({
+  name: "broadcast_avatar.media",
+  async beforeRegisterNodeDef(nodeType, nodeData) {
+    if (!nodeData?.name?.startsWith(PACK_PREFIX)) return;
+    const onExecuted = nodeType.prototype.onExecuted;
+    nodeType.prototype.onExecuted = function (message) {
+      const r = onExecuted?.apply(this, arguments);
+      const audio = message?.audio?.[0];
+      if (audio) {
+        const player = mediaWidget(this, "broadcast_audio", "audio");
+        player.element.src = api.apiURL(`/view?${new URLSearchParams({ filename: audio.filename, subfolder: audio.subfolder || "", type: audio.type || "output" })}`);
+      }
+      const text = message?.text;
+      if (text?.length) textWidget(this, "broadcast_summary").element.value = text.join("\n");
+      this.setSize?.([this.size[0], Math.max(this.size[1], this.computeSize()[1])]);
+      app.graph?.setDirtyCanvas(true, true);
+      return r;
+    };
+    const created = nodeType.prototype.onNodeCreated;
+    const videoSpec = nodeData.input?.required?.video;
+    nodeType.prototype.onNodeCreated = function () {
+      const r = created?.apply(this, arguments);
+      if (nodeData.name === "BroadcastLoadAudio") addUpload(this, "audio_file", "audio/*,video/*", "audio");
+      if (nodeData.name === "BroadcastLoadVideo" && !videoSpec?.[1]?.video_upload) addUpload(this, "video", "video/*", "video");
+      return r;
+    };
+  },
+});
