@@ -9,7 +9,7 @@ from __future__ import annotations
 
 # From "start here" to advanced (the editor lists custom-node templates in the order the server globs them, so the
 # title each file is shown under starts with this position).
-ORDER = ("demo_export", "broadcast_musetalk", "broadcast_ditto", "tts_master", "musetalk_lipsync",
+ORDER = ("demo_export", "broadcast_musetalk", "broadcast_ditto", "tts_master", "tts_dialogue", "musetalk_lipsync",
          "ditto_talking_head", "wardrobe_mask_check", "wardrobe_vace_prompt", "wardrobe_vace", "broadcast_wardrobe",
          "wardrobe_core_sam3_masks", "wardrobe_minimax_h3")
 
@@ -28,6 +28,8 @@ STAGES: dict[str, list[tuple[str, list[str]]]] = {
                            ("Lip-sync the new loop (MuseTalk)", ["108", "109", "110", "111"]), ("Export", ["112"])],
     "wardrobe_core_sam3_masks": [("Input and core SAM3", ["1", "2", "3", "4"]), ("Track", ["5", "6", "7", "8"]),
                                  ("Cache and check", ["9", "10", "11", "12", "13"])],
+    "tts_dialogue": [("Model and saved voices", ["1", "4", "5"]), ("Dialogue (two voices)", ["2", "3"]),
+                     ("Morphed voice", ["6", "7", "8"])],
     "tts_master": [("Voice", ["1", "2", "3"]), ("Script", ["4"]), ("Speech and mastering", ["5", "6"])],
     "musetalk_lipsync": [("Inputs", ["1", "2"]), ("Lip-sync (MuseTalk)", ["3", "4", "5", "6"]), ("Export", ["7"])],
     "ditto_talking_head": [("Inputs", ["1", "2"]), ("Lip-sync (Ditto)", ["3", "4", "5", "6", "7"]),
@@ -109,6 +111,14 @@ NOTES: dict[str, str] = {
         "saved earlier with save_as. Type the script in Script.\n"
         "Models: models/omnivoice/omnivoice/.\n"
         "Expect: a player with the mastered speech (-14 LUFS, -1 dBTP) and its report.\n"
+        "Time: seconds per sentence on a GPU."),
+    "tts_dialogue": (
+        "Two voices: a speaker-tagged script read by two saved voices into one mastered track, and a 70/30 morph of "
+        "the two voices.\n\n"
+        "Provide: two voices saved with Broadcast Voice Prompt's save_as ('dialogue anchor', 'dialogue "
+        "correspondent'; or change speakers) and the script in Dialogue.\n"
+        "Models: models/omnivoice/omnivoice/; voices in models/omnivoice_voices/.\n"
+        "Expect: two players with mastered speech (Master dialogue, Master morph).\n"
         "Time: seconds per sentence on a GPU."),
     "musetalk_lipsync": (
         "MuseTalk lip-sync of an avatar loop to speech you already have.\n\n"

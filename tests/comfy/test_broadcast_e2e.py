@@ -30,7 +30,7 @@ def _png_frames(comfy, entry, node_id):
 
 
 def _loop_index(i: int, n_loop: int, mode: str) -> int:
-    if mode == "loop" or n_loop == 1:
+    if mode == "wrap" or n_loop == 1:
         return i % n_loop
     period = 2 * n_loop - 2
     k = i % period
@@ -86,9 +86,9 @@ def test_musetalk_broadcast_longer_than_the_loop_ping_pong(comfy):
 
 
 def test_musetalk_broadcast_shorter_than_the_loop_wraps(comfy):
-    entry = _run_musetalk(comfy, "short", script="Good evening.", loop_mode="loop", loop_frames=30)
+    entry = _run_musetalk(comfy, "short", script="Good evening.", loop_mode="wrap", loop_frames=30)
     broadcast.check_output(comfy, entry)
-    n_out, n_loop = _check_mouth_only(comfy, entry, "loop")
+    n_out, n_loop = _check_mouth_only(comfy, entry, "wrap")
     assert n_out < n_loop, f"a one-line script ({n_out} frames) should end inside the {n_loop}-frame loop"
 
 

@@ -13,7 +13,8 @@ import { api } from "../../../scripts/api.js";
 const PACK_PREFIX = "Broadcast";
 // The template browser's order for this pack, "start here" first (scripts/workflow_layout.py ORDER; a unit test
 // keeps the two equal). The server lists a pack's templates in file-system order.
-const TEMPLATE_ORDER = ["demo_export", "broadcast_musetalk", "broadcast_ditto", "tts_master", "musetalk_lipsync",
+const TEMPLATE_ORDER = ["demo_export", "broadcast_musetalk", "broadcast_ditto", "tts_master", "tts_dialogue",
+  "musetalk_lipsync",
   "ditto_talking_head", "wardrobe_mask_check", "wardrobe_vace_prompt", "wardrobe_vace", "broadcast_wardrobe",
   "wardrobe_core_sam3_masks", "wardrobe_minimax_h3"];
 
