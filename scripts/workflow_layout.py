@@ -37,7 +37,7 @@ STAGES: dict[str, list[tuple[str, list[str]]]] = {
     "wardrobe_mask_check": [("Inputs", ["1", "2"]), ("Masks", ["3", "4", "16", "17", "5", "6", "7"]),
                             ("Pixel side (compositor)", ["8", "9"]),
                             ("Sampler side (token grid)", ["10", "11", "12", "15"]), ("Check", ["13", "14"])],
-    "wardrobe_vace_prompt": [("Models and garment", ["1", "2", "3"]), ("Encode once", ["4", "5"])],
+    "wardrobe_vace_prompt": [("Models, garment and caption", ["1", "2", "3", "6"]), ("Encode once", ["4", "5"])],
     "wardrobe_vace": [("Inputs and masks", ["1", "2", "3", "4", "5"]), ("Crop", ["6", "7"]),
                       ("Wan VACE models and prompt", ["8", "9", "10", "11", "12"]),
                       ("Inpaint", ["13", "14", "15", "16", "17", "18"]),
