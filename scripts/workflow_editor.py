@@ -147,7 +147,8 @@ def plan_layout(stem: str, measured: list[dict]) -> tuple[list, list, dict]:
             for nid in columns[d]:
                 n = nodes[nid]
                 w = max(320.0, n["computed"][0])
-                h = n["computed"][1] + (120 if n["multiline"] else 0)
+                # Some room beyond the computed minimum: a loader's picked-file preview grows it a little on load.
+                h = n["computed"][1] + 30 + (120 if n["multiline"] else 0)
                 placed.append({"id": nid, "pos": [x, y], "size": [w, h]})
                 y += h + GAP_Y + TITLE_H
                 width = max(width, w)
