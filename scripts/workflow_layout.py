@@ -31,9 +31,10 @@ STAGES: dict[str, list[tuple[str, list[str]]]] = {
     "tts_dialogue": [("Model and saved voices", ["1", "4", "5"]), ("Dialogue (two voices)", ["2", "3"]),
                      ("Morphed voice", ["6", "7", "8"])],
     "tts_master": [("Voice", ["1", "2", "3"]), ("Script", ["4"]), ("Speech and mastering", ["5", "6"])],
-    "musetalk_lipsync": [("Inputs", ["1", "2"]), ("Lip-sync (MuseTalk)", ["3", "4", "5", "6"]), ("Export", ["7"])],
+    "musetalk_lipsync": [("Inputs", ["1", "2"]), ("Lip-sync (MuseTalk)", ["3", "4", "5", "6"]),
+                         ("Export and QC", ["7", "8"])],
     "ditto_talking_head": [("Inputs", ["1", "2"]), ("Lip-sync (Ditto)", ["3", "4", "5", "6", "7"]),
-                           ("Export", ["8"])],
+                           ("Export and QC", ["8", "9"])],
     "wardrobe_mask_check": [("Inputs", ["1", "2"]), ("Masks", ["3", "4", "16", "17", "5", "6", "7"]),
                             ("Pixel side (compositor)", ["8", "9"]),
                             ("Sampler side (token grid)", ["10", "11", "12", "15"]), ("Check", ["13", "14"])],
@@ -124,13 +125,15 @@ NOTES: dict[str, str] = {
         "MuseTalk lip-sync of an avatar loop to speech you already have.\n\n"
         "Provide: the presenter loop (Presenter Loop) and a speech file (Speech), both uploaded.\n"
         "Models: models/musetalk/musetalk-v15/ (musetalkV15/, sd-vae/, whisper/).\n"
-        "Expect: a clip as long as the speech, only the mouth region changed, exported with the speech.\n"
+        "Expect: a clip as long as the speech, only the mouth region changed, exported with the speech; Broadcast QC "
+        "checks the file (loudness, A/V, lip-sync offset) and shows pass/fail.\n"
         "Time: about real time on a GPU."),
     "ditto_talking_head": (
         "Ditto talking head from a presenter loop (or one portrait) and speech.\n\n"
         "Provide: the loop (Presenter Loop) and speech (Speech).\n"
         "Models: models/ditto/ditto-talkinghead/ (ditto_cfg/, ditto_pytorch/).\n"
-        "Expect: a clip as long as the speech with head motion, exported with the speech.\n"
+        "Expect: a clip as long as the speech with head motion, exported with the speech; Broadcast QC checks the "
+        "file and shows pass/fail.\n"
         "Time: about real time on a GPU."),
     "wardrobe_mask_check": (
         "Run this before spending GPU time on a wardrobe swap: no models needed.\n\n"
