@@ -92,8 +92,11 @@ def _load_families():
             # ComfyUI builds every schema after this list is returned, and one that raises drops every node after
             # it; building them here keeps a broken family from taking the others down.
             # (GET_SCHEMA also validates the schema; fall back to define_schema should a newer core rename it.)
+            from .nodes.comfy_bridge import refuse_non_finite
+
             for node_cls in mod.NODES:
                 (getattr(node_cls, "GET_SCHEMA", None) or node_cls.define_schema)()
+                refuse_non_finite(node_cls)
         except Exception as exc:
             log.warning("Broadcast Avatar: %s nodes disabled: %s: %s", family, type(exc).__name__, exc,
                         exc_info=not isinstance(exc, ImportError))

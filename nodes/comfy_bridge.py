@@ -212,3 +212,42 @@ class ManagedModel:
                 mm.current_loaded_models.pop(i)
         self.module.to(mm.unet_offload_device())
         mm.soft_empty_cache()
+
+
+def refuse_non_finite(node_cls) -> None:
+    """Make every Float input of `node_cls` refuse NaN and +-inf with an `InputError` naming it, before `execute`.
+
+    ComfyUI's range check lets NaN through (every comparison with NaN is false), and infinity wherever an input has
+    no maximum; both then surface deep inside as raw errors ("cannot convert float NaN to integer"). One check here,
+    applied to every pack node when its family loads, covers nodes added later too.
+    """
+    import functools
+    import inspect
+    import math
+
+    from comfy_api.latest import io
+
+    schema = node_cls.define_schema()
+    names = [i.id for i in schema.inputs if isinstance(i, io.Float.Input)]
+    if not names or getattr(node_cls, "_finite_floats", None) == names:
+        return
+    func = inspect.getattr_static(node_cls, "execute").__func__
+
+    def check(kwargs) -> None:
+        for name in names:
+            value = kwargs.get(name)
+            if isinstance(value, float) and not math.isfinite(value):
+                raise InputError(name, "a finite number", repr(value))
+
+    if inspect.iscoroutinefunction(func):
+        @functools.wraps(func)
+        async def execute(cls, *args, **kwargs):
+            check(kwargs)
+            return await func(cls, *args, **kwargs)
+    else:
+        @functools.wraps(func)
+        def execute(cls, *args, **kwargs):
+            check(kwargs)
+            return func(cls, *args, **kwargs)
+    node_cls.execute = classmethod(execute)
+    node_cls._finite_floats = names

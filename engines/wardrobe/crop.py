@@ -233,10 +233,10 @@ def uncrop(source: torch.Tensor, crops: torch.Tensor, record: CropRecord,
         raise InputError("crop_record", "a crop record from Broadcast Subject Crop", type(record).__name__)
     Fn, H, W = source.shape[:3]
     if (H, W) != tuple(record.frame_size) or Fn != record.frame_count:
-        raise InputError("images", f"the {record.frame_count} source frames of {record.frame_size[1]}x"
+        raise InputError("source_images", f"the {record.frame_count} source frames of {record.frame_size[1]}x"
                          f"{record.frame_size[0]} the crop was made from", f"{Fn} frames of {W}x{H}")
     if fingerprint(source) != record.source_fingerprint:
-        raise InputError("images", "the same source frames the crop was made from", "different frames",
+        raise InputError("source_images", "the same source frames the crop was made from", "different frames",
                          "Connect the clip that fed Broadcast Subject Crop.")
     ch, cw = record.crop_size
     if crops.shape[0] != Fn or tuple(crops.shape[1:3]) != (ch, cw):

@@ -166,3 +166,17 @@ def test_two_processes_never_see_half_an_entry(tmp_path):
     assert store.size_bytes() <= store.max_bytes
     leftovers = [p.name for p in (root / "shared").iterdir() if p.name.startswith(".")]
     assert leftovers == [], f"temporary or retired folders left behind: {leftovers}"
+
+
+def test_the_cache_script_lists_and_clears_a_namespace(tmp_path):
+    store = ContentCache(tmp_path, max_bytes=None)
+    store.store("musetalk_avatars", "a", 1, blob(1, 0.01))
+    store.store("wardrobe_masks", "m", 1, blob(1, 0.01))
+    script = [sys.executable, str(REPO_ROOT / "scripts" / "cache.py"), str(tmp_path)]
+    shown = subprocess.run(script, capture_output=True, text=True, timeout=120)
+    assert shown.returncode == 0 and "2 entries" in shown.stdout, shown.stderr
+    cleared = subprocess.run(script + ["--clear", "musetalk_avatars"], capture_output=True, text=True, timeout=120)
+    assert cleared.returncode == 0 and "removed 1 entries" in cleared.stdout and "wardrobe_masks 1" in cleared.stdout
+    assert keys(store, "musetalk_avatars") == [] and keys(store, "wardrobe_masks") == ["m"]
+    wrong = subprocess.run(script + ["--clear", "nope"], capture_output=True, text=True, timeout=120)
+    assert wrong.returncode != 0 and "wardrobe_masks" in wrong.stderr

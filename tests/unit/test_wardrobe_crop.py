@@ -79,9 +79,9 @@ def test_bad_inputs():
     crops, _, rec = C.crop(clip["images"], clip["garment"])
     with pytest.raises(InputError, match="cropped_images: expected 4 inpainted crops"):
         C.uncrop(clip["images"], crops[:3], rec)
-    with pytest.raises(InputError, match="images: expected the same source frames"):
+    with pytest.raises(InputError, match="source_images: expected the same source frames"):
         C.uncrop(torch.rand_like(clip["images"]), crops, rec)
-    with pytest.raises(InputError, match="images: expected the 4 source frames"):
+    with pytest.raises(InputError, match="source_images: expected the 4 source frames"):
         C.uncrop(clip["images"][:2], crops, rec)
 
 
