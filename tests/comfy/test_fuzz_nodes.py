@@ -2,7 +2,7 @@
 validation never crashes, the server never dies, nothing is left half-written.
 
 CI runs a bounded, seeded sample: BA_FUZZ_SEED (default 15), BA_FUZZ_CASES cases per node (default 3; ``all`` for
-every case), BA_FUZZ_SECONDS (default 420). The figures are printed (run with -s to see them).
+every case), BA_FUZZ_SECONDS (default 240). The figures are printed (run with -s to see them).
 """
 from __future__ import annotations
 
@@ -99,7 +99,7 @@ def test_fuzz_gives_only_input_errors_and_leaves_nothing_half_written(comfy, bas
     raw = os.environ.get("BA_FUZZ_CASES", "3")
     outcome = fuzz.run_fuzz(comfy, prompts, info, seed=int(os.environ.get("BA_FUZZ_SEED", "15")),
                             per_node=None if raw == "all" else int(raw),
-                            max_seconds=float(os.environ.get("BA_FUZZ_SECONDS", "420")),
+                            max_seconds=float(os.environ.get("BA_FUZZ_SECONDS", "240")),
                             not_executable=tuple(NOT_EXECUTABLE_HERE))
     print(f"\n[fuzz] {fuzz.dump(outcome)} of {outcome.total_cases} possible cases")
     assert comfy.alive(), "the server died"
