@@ -16,12 +16,13 @@ from tests import fuzz
 from tests.workflow_cases import API_DIR, CASES, case_for
 
 
-
 def runnable(object_info: dict) -> tuple:
     """Every shipped workflow the suite runs on this server's core (the API twins, prepared as the suite does)."""
     return tuple(stem for stem, case in CASES.items()
                  if case.runs_on_test_comfy and (API_DIR / f"{stem}.api.json").is_file()
                  and not case.expected_missing_on(object_info))
+
+
 # Pack nodes no base prompt here can execute, and why.
 NOT_EXECUTABLE_HERE = {
     # Its only link is core's SAM3_TRACK_DATA, which ComfyUI 0.3.75 has no node to make (tests/unit/test_sam3_core_track.py
