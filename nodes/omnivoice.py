@@ -31,10 +31,12 @@ CATEGORY = category("omnivoice")
 
 class OmniVoiceHandle(ManagedModel):
     """What flows on a BROADCAST_OMNIVOICE_MODEL link: the loaded model behind ComfyUI's model management;
-    `ready()` gives ``(loaded model, device)`` (a partial low-VRAM load is allowed: transformers weights cast)."""
+    `ready()` gives ``(loaded model, device)``. Always loaded whole: the omnivoice package builds its inputs on
+    the first parameter's device, so a partial low-VRAM load mixes devices ("Tensor on device cpu is not on the
+    expected device", found by the device-placement audit of docs/accel.md)."""
 
     def __init__(self, loaded, name: str):
-        super().__init__(loaded.model, name, wrap=True, engine=loaded, full_load=False)
+        super().__init__(loaded.model, name, wrap=True, engine=loaded, full_load=True)
 
 
 def _save_name(save_as) -> str:

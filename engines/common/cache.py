@@ -27,7 +27,7 @@ import uuid
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional
 
 import numpy as np
 import torch
@@ -185,11 +185,13 @@ class ContentCache:
     # -- writing ------------------------------------------------------------------------------------------------
 
     def store(self, namespace: str, key: str, version: int, tensors: Mapping[str, torch.Tensor],
-              meta: Optional[Mapping[str, Any]] = None) -> CacheEntry:
+              meta: Optional[Mapping[str, Any]] = None,
+              write_files: Optional[Callable[[Path], None]] = None) -> CacheEntry:
         """Write an entry atomically and return it loaded back (memory-mapped), then evict down to the cap.
 
         An entry larger than the whole cap is not written: it is returned as given (`path` None), with one log
-        line saying how to raise the cap.
+        line saying how to raise the cap. `write_files(folder)` may add other files (an ONNX graph and its
+        external data) to the entry before it is renamed into place, so they appear with the tensors or not at all.
         """
         from safetensors.torch import save_file
 
@@ -205,6 +207,8 @@ class ContentCache:
         tmp.mkdir(parents=True, exist_ok=False)
         try:
             save_file(cpu, str(tmp / TENSORS_FILE))
+            if write_files is not None:
+                write_files(tmp)
             with open(tmp / META_FILE, "w", encoding="utf-8") as f:
                 json.dump({"format_version": version, "namespace": namespace, "meta": dict(meta or {})}, f)
             (tmp / LOCK_FILE).touch()

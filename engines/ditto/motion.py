@@ -118,11 +118,19 @@ class MotionSettings:
 
 
 def generate(lmdm, features: np.ndarray, info: dict, settings: MotionSettings,
-             v_min_max: Optional[np.ndarray] = None, device: torch.device = torch.device("cpu"),
-             dtype: torch.dtype = torch.float32, progress: Optional[Progress] = None,
-             audio16k: Optional[np.ndarray] = None) -> np.ndarray:
-    """Run LMDM over the whole clip; returns (frames, 265) float32. `audio16k` is needed for emotion steering."""
+             v_min_max: Optional[np.ndarray] = None, device: Optional[torch.device] = None,
+             dtype: Optional[torch.dtype] = None, progress: Optional[Progress] = None,
+             audio16k: Optional[np.ndarray] = None, runner=None) -> np.ndarray:
+    """Run LMDM over the whole clip; returns (frames, 265) float32. `audio16k` is needed for emotion steering.
+
+    `device` / `dtype`: None = the weights'. The network runs in `dtype`; the DDIM arithmetic stays in fp32 (each
+    step's sample is cast for the network, its prediction cast back). `runner`: an accelerated guided LMDM
+    (``engines/ditto/accel.py``, guidance baked in) used instead of the eager module.
+    """
     progress = ensure(progress)
+    weight = next(lmdm.parameters())
+    device = torch.device(device) if device is not None else weight.device
+    dtype = dtype or weight.dtype
     seq_frames = lmdm.seq_len
     if not 0 < settings.overlap < seq_frames:
         raise InputError("overlap", f"an overlap between 1 and {seq_frames - 1} frames", str(settings.overlap))
@@ -151,7 +159,9 @@ def generate(lmdm, features: np.ndarray, info: dict, settings: MotionSettings,
     def predict(cond_frame, cond):
         def f(x, times):
             progress.step()
-            return lmdm.guided(x, cond_frame, cond, times, settings.guidance).float()
+            if runner is not None:
+                return runner(x, cond_frame, cond, times).float()
+            return lmdm.guided(x.to(dtype), cond_frame, cond, times, settings.guidance).float()
         return f
 
     with torch.inference_mode():
@@ -161,7 +171,7 @@ def generate(lmdm, features: np.ndarray, info: dict, settings: MotionSettings,
                 chunk = np.concatenate([chunk, np.repeat(chunk[-1:], seq_frames - len(chunk), 0)])
             cond = torch.from_numpy(chunk)[None].to(device, dtype)
             cond_frame = torch.from_numpy(kp_cond).to(device, dtype)
-            x_T = torch.randn((1, seq_frames, MOTION_DIM), generator=gen).to(device, dtype)
+            x_T = torch.randn((1, seq_frames, MOTION_DIM), generator=gen).to(device)
             window = diffusion.sample(predict(cond_frame, cond), plan, x_T)[0].float().cpu().numpy()
             if result is None:
                 result = mean_smooth(window, 0, len(window), settings.smooth_k)

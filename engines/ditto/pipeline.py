@@ -70,6 +70,17 @@ class DittoPipeline:
                                          sessions["landmark203_cfg"])
         self.fingerprint = file_fingerprint(list(self.files.weights.values()) + list(self.files.aux.values()))
 
+    @property
+    def weights_dtype(self) -> torch.dtype:
+        """The networks' own dtype (fp32 under this pipeline's autocast; bf16/fp16 when a caller cast them)."""
+        return next(self.nets.parameters()).dtype
+
+    def accelerate(self, backend: str = "auto", opts=None) -> list:
+        """Run LMDM and the renderer networks through `backend` (engines/accel); returns what each one runs on."""
+        from .accel import accelerate_ditto
+
+        return accelerate_ditto(self.nets, backend, opts, weights_id=self.fingerprint)
+
     # -- stages ------------------------------------------------------------------------------------------------------
     def prepare_avatar(self, images: torch.Tensor, settings: AvatarSettings, cache: Optional[ContentCache],
                        progress: Optional[Progress] = None) -> tuple[Avatar, bool]:
@@ -77,9 +88,12 @@ class DittoPipeline:
 
         def build():
             return register_avatar(frames, self.landmarker, self.nets.appearance, self.nets.motion_extractor, settings,
-                               self.device, torch.float32, progress)
+                                   self.device, self.weights_dtype, progress)
 
-        return load_or_register(frames, settings, cache, self.fingerprint, build)
+        # an avatar registered with cast (bf16/fp16) weights is not the fp32 one: its cache key says which
+        dtype = self.weights_dtype
+        fingerprint = self.fingerprint if dtype == torch.float32 else f"{self.fingerprint}:{dtype}"
+        return load_or_register(frames, settings, cache, fingerprint, build)
 
     def audio_features(self, audio16k: np.ndarray, cache: Optional[ContentCache],
                        progress: Optional[Progress] = None) -> np.ndarray:
@@ -105,9 +119,12 @@ class DittoPipeline:
                drive: DriveSettings, audio16k: Optional[np.ndarray] = None,
                progress: Optional[Progress] = None) -> MotionSequence:
         v_clip = self.config.defaults.get("v_min_max_for_clip")
+        runner = (getattr(self.nets, "runners", None) or {}).get("lmdm")
+        if runner is not None and runner.net.module.guidance != settings.guidance:
+            runner = None    # built for another guidance weight: the eager module takes any
         seq = generate_motion(self.nets.lmdm, features, avatar.info, settings,
-                          None if v_clip is None else np.asarray(v_clip, np.float32), self.device, torch.float32,
-                          progress, audio16k)
+                              None if v_clip is None else np.asarray(v_clip, np.float32), self.device,
+                              self.weights_dtype, progress, audio16k, runner)
         blink = self.config.defaults.get("delta_eye_arr")
         src, kp = driven_keypoints(seq, avatar.info, drive, None if blink is None else np.asarray(blink, np.float32))
         return MotionSequence(seq, src, kp, avatar.key, audio16k, settings={"steps": settings.steps, "seed": settings.seed,

@@ -40,23 +40,39 @@ def _autocast(device: torch.device, dtype: torch.dtype):
 
 
 class CropRenderer:
-    """Stitch -> warp -> decode for batches of frames, on one device."""
+    """Stitch -> warp -> decode for batches of frames, on one device.
+
+    Each network runs through its accelerated runner when the pipeline built one (``nets.runners``, which places
+    inputs itself), else eagerly with its inputs cast to its weights' dtype (bf16 or fp16 weights work as fp32 do).
+    """
 
     def __init__(self, nets, avatar, device: torch.device, dtype: torch.dtype):
         self.nets, self.avatar, self.device, self.dtype = nets, avatar, device, dtype
         self.x_s = torch.from_numpy(source_keypoints(avatar.info))          # (N_src, 21, 3)
+        runners = getattr(nets, "runners", None) or {}
+        self.stitch, self.warp, self.decoder = (runners.get(n) or _eager(getattr(nets, n))
+                                                for n in ("stitch", "warp", "decoder"))
 
     @torch.inference_mode()
     def __call__(self, src: np.ndarray, kp_driven: np.ndarray) -> torch.Tensor:
         dev = self.device
-        f_s = torch.stack([self.avatar.f_s[int(i)] for i in src]).to(dev, torch.float32)
+        f_s = torch.stack([self.avatar.f_s[int(i)] for i in src]).to(dev)
         x_s = self.x_s[src].to(dev)
         x_d = torch.from_numpy(np.ascontiguousarray(kp_driven)).to(dev)
         with _autocast(dev, self.dtype):
-            x_d = self.nets.stitch(x_s, x_d)
-            feat = self.nets.warp(f_s, x_s, x_d)
-            crops = self.nets.decoder(feat)
+            x_d = self.stitch(x_s, x_d)
+            feat = self.warp(f_s, x_s, x_d)
+            crops = self.decoder(feat)
         return crops.float().clamp(0, 1)
+
+
+def _eager(module):
+    """Call `module` with floating inputs in its weights' dtype (the avatar stores f_s in fp16, keypoints fp32)."""
+    dtype = next(module.parameters()).dtype
+
+    def run(*xs):
+        return module(*(x.to(dtype) if x.is_floating_point() else x for x in xs))
+    return run
 
 
 def render(nets, avatar, source_index: np.ndarray, kp_driven: np.ndarray, rms: Optional[np.ndarray],

@@ -112,11 +112,12 @@ def avatar_key(frames: torch.Tensor, boxes: torch.Tensor, settings: CropSettings
 
 
 def build_avatar(nets, frames: torch.Tensor, track: FaceTrack, fps: float, settings: CropSettings = CropSettings(),
-                 device: torch.device = torch.device("cpu"), cache: Optional[ContentCache] = None,
+                 device: Optional[torch.device] = None, cache: Optional[ContentCache] = None,
                  batch_size: int = 8, progress: Optional[Progress] = None) -> Avatar:
     """Precompile (or load from `cache`) the avatar of loop `frames` ``[L, H, W, 3]``."""
     progress = ensure(progress)
     frames = check_image_batch(frames, "images", channels=RGB)
+    device = torch.device(device) if device is not None else next(nets.vae.parameters()).device  # follow weights
     n, h, w = int(frames.shape[0]), int(frames.shape[1]), int(frames.shape[2])
     if len(track) != n or (track.width, track.height) != (w, h):
         raise InputError("face_track", f"the track of these {n} frames of {w}x{h}",

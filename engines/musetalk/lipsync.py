@@ -8,14 +8,17 @@ Stages, streamed in batches so a long clip never needs every latent or decoded f
 4. VAE decode in batches, then paste-back of the mouth onto the loop frame at its crop box (blend).
 Every network call runs at a fixed batch size: a short last batch is padded with copies of its last item and the
 extra outputs dropped, so there is one code path (and one shape for compiled or graph-captured runners).
+The UNet (2-3), VAE decode (4a) and paste-back (4b) are generators; pipelined (the default) each runs in its own
+thread behind a bounded queue, overlapping each other and the caller's encoder at flat memory.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Iterable, Iterator, Optional
 
 import torch
 
+from ..accel.stages import threaded, timing
 from ..common.blend_modes import MODES as BLEND_MODES
 from ..common.errors import InputError
 from ..common.frames import collect_frames
@@ -47,6 +50,7 @@ class LipSyncSettings:
     stride_mode: str = "fixed"
     max_stride: int = 4
     velocity_threshold: float = VELOCITY_THRESHOLD
+    pipelined: bool = True   # the UNet, VAE decode and paste-back overlapped, each in its own thread (same frames)
 
 
 @dataclass
@@ -98,49 +102,74 @@ def choose_keyframes(padded: torch.Tensor, n: int, fps: float, settings: LipSync
     return adaptive_keyframe_indices(velocity, settings.stride, settings.max_stride, settings.velocity_threshold)
 
 
-class _Renderer:
-    """Decodes pending latents in fixed batches and pastes them onto their loop frames."""
+def _keyframes(nets, avatar: Avatar, padded, keys, src, fps, batch, device, dtype, times,
+               stats: "LipSyncStats") -> Iterator[tuple]:
+    """Stage 2-3: the UNet on keyframe batches, SLERP for the frames between -> (frame ids, latents, keys done)."""
+    timestep = torch.zeros(1, dtype=torch.long, device=device)
+    pe = positional_encoding(TOKENS, padded.shape[-1], device, dtype)
+    unet = (getattr(nets, "runners", None) or {}).get("unet")       # an accelerated backend (engines/accel)
+    if unet is None:
+        unet = lambda lat, cond: nets.unet(lat, timestep, encoder_hidden_states=cond).sample  # noqa: E731
+    prev_lat, prev_idx, next_frame = None, None, 0
+    for kb in keys.split(batch):
+        with timing(times, "unet"):
+            lat_in = avatar.latents[src[kb]].to(device, dtype)
+            cond = window_features(padded, kb, fps).to(device, dtype) + pe
+            pred = run_padded(unet, batch, lat_in, cond).float()
+            key_lat = pred if prev_lat is None else torch.cat([prev_lat, pred])
+            key_idx = kb if prev_idx is None else torch.cat([prev_idx, kb])
+            frames = torch.arange(next_frame, int(kb[-1]) + 1)
+            latents = expand_keyframes(key_lat, key_idx, frames)
+        stats.unet_frames += kb.numel()
+        yield frames, latents, kb.numel()
+        prev_lat, prev_idx, next_frame = pred[-1:], kb[-1:], int(kb[-1]) + 1
 
-    def __init__(self, nets, avatar: Avatar, src: torch.Tensor, batch: int, progress: Progress,
-                 blend: str = "feather", stats: Optional[LipSyncStats] = None):
-        self.nets, self.avatar, self.src, self.batch = nets, avatar, src, batch
-        self.progress, self.stats = progress, stats if stats is not None else LipSyncStats()
-        self.paster = MouthPaster(avatar.mask, blend)
-        self.latents: list[torch.Tensor] = []
-        self.frames: list[torch.Tensor] = []
-        self.count = 0
 
-    def add(self, latents: torch.Tensor, frames: torch.Tensor) -> Iterator[torch.Tensor]:
-        """Queue latents of `frames`; yield every full batch of finished frames."""
-        self.latents.append(latents)
-        self.frames.append(frames)
-        self.count += frames.numel()
-        while self.count >= self.batch:
-            yield self._decode(self.batch)
+def _decoded(nets, items: Iterable[tuple], batch: int, out_device, times) -> Iterator[tuple]:
+    """Stage 4a: VAE decode in fixed batches -> (frame ids, faces [k, 3, 256, 256] in [0, 1], keys done)."""
+    decode = (getattr(nets, "runners", None) or {}).get("vae_decode")
+    if decode is None:
+        decode = lambda z: nets.vae.decode(z.to(nets.vae.dtype) / nets.scaling_factor).sample  # noqa: E731
+    lats, ids, count, keys = [], [], 0, 0
 
-    def flush(self) -> Iterator[torch.Tensor]:
-        while self.count:
-            yield self._decode(min(self.count, self.batch))
+    def take(k):
+        nonlocal lats, ids, count, keys
+        with timing(times, "vae"):
+            lat, fr = torch.cat(lats), torch.cat(ids)
+            lats, ids = [lat[k:]], [fr[k:]]
+            count -= k
+            faces = run_padded(decode, batch, lat[:k].to(nets.vae.device))
+            faces = (faces.float() / 2 + 0.5).clamp(0, 1).to(out_device)
+        done, keys = keys, 0
+        return fr[:k], faces, done
 
-    def _decode(self, k: int) -> torch.Tensor:
-        lat, fr = torch.cat(self.latents), torch.cat(self.frames)
-        self.latents, self.frames = [lat[k:]], [fr[k:]]
-        self.count -= k
-        nets = self.nets
-        faces = run_padded(lambda z: nets.vae.decode(z / nets.scaling_factor).sample, self.batch,
-                           lat[:k].to(nets.vae.dtype))
-        faces = (faces.float() / 2 + 0.5).clamp(0, 1)
-        frames = self.avatar.frames
-        out = torch.empty((k, *frames.shape[1:]), dtype=frames.dtype, device=frames.device)
-        faces = faces.to(frames.device)
-        for j, f in enumerate(fr[:k].tolist()):
-            s = int(self.src[f])
-            out[j].copy_(frames[s])
-            self.paster.paste(out[j], faces[j], self.avatar.boxes[s].tolist())
-        self.progress.step(k)
-        self.stats.decoded_frames += k
-        self.stats.frames += k
-        return out
+    for frames, latents, nkeys in items:
+        lats.append(latents)
+        ids.append(frames)
+        count += frames.numel()
+        keys += nkeys
+        while count >= batch:
+            yield take(batch)
+    while count:
+        yield take(min(count, batch))
+
+
+def _pasted(avatar: Avatar, src, items: Iterable[tuple], times, blend: str = "feather",
+            stats: Optional["LipSyncStats"] = None) -> Iterator[tuple]:
+    """Stage 4b: each face pasted onto its loop frame -> (frame count, frames [k, H, W, 3], keys done)."""
+    paster = MouthPaster(avatar.mask, blend)
+    frames = avatar.frames
+    for fr, faces, nkeys in items:
+        with timing(times, "paste"):
+            out = torch.empty((len(fr), *frames.shape[1:]), dtype=frames.dtype, device=frames.device)
+            for j, f in enumerate(fr.tolist()):
+                s = int(src[f])
+                out[j].copy_(frames[s])
+                paster.paste(out[j], faces[j], avatar.boxes[s].tolist())
+        if stats is not None:
+            stats.decoded_frames += len(fr)
+            stats.frames += len(fr)
+        yield len(fr), out, nkeys
 
 
 def frame_count(audio: Any, settings: LipSyncSettings, avatar: Avatar) -> int:
@@ -150,45 +179,45 @@ def frame_count(audio: Any, settings: LipSyncSettings, avatar: Avatar) -> int:
 
 @torch.no_grad()   # torch applies it around each resume of the generator, not across the caller's code
 def lipsync_chunks(nets, avatar: Avatar, audio: Any, settings: LipSyncSettings = LipSyncSettings(),
-                   device: torch.device = torch.device("cpu"),
-                   progress: Optional[Progress] = None,
-                   stats: Optional[LipSyncStats] = None) -> Iterator[torch.Tensor]:
+                   device: Optional[torch.device] = None, progress: Optional[Progress] = None,
+                   stats: Optional[LipSyncStats] = None, stage_times: Optional[dict] = None) -> Iterator[torch.Tensor]:
     """Render the lip-synced clip as a generator of frame chunks ``[b, H, W, 3]``, in order, ``floor(duration ·
-    fps)`` frames in all: only one batch of decoded frames exists at a time (feed it to `write_stream`). `stats`,
-    when given, is filled in as the frames are rendered."""
+    fps)`` frames in all: only a bounded number of batches exists at a time (feed it to `write_stream`).
+
+    `device`: None = where the UNet's weights are. ``settings.pipelined``: the UNet, VAE-decode and paste-back stages
+    run overlapped (engines/accel/stages.py) while the caller consumes chunks; same frames either way.
+    `stats`, when given, is filled in as the frames are rendered; `stage_times` collects each stage's seconds.
+    """
     check_settings(settings)
     stats = stats if stats is not None else LipSyncStats()
     progress = ensure(progress)
+    device = torch.device(device) if device is not None else next(nets.unet.parameters()).device  # follow weights
     fps = float(settings.fps or avatar.fps)
     samples, n = prepare_audio(audio, fps)
     dtype = nets.compute_dtype
-    features = encode_audio(nets.whisper, nets.feature_extractor, samples, device, dtype, progress)
-    padded = pad_features(features, n, fps)          # stays on the CPU: only each batch's windows move
-    pe = positional_encoding(TOKENS, features.shape[-1], device, dtype)
+    with timing(stage_times, "audio"):
+        features = encode_audio(nets.whisper, nets.feature_extractor, samples, device, dtype, progress)
+        padded = pad_features(features, n, fps)          # stays on the CPU: only each batch's windows move
     src = source_indices(n, fps, avatar.fps, len(avatar), settings.loop_mode)
     keys = choose_keyframes(padded, n, fps, settings)
     batch = settings.batch_size
     progress.reset(len(keys) + n)
-    renderer = _Renderer(nets, avatar, src, batch, progress, settings.blend, stats)
-    timestep = torch.zeros(1, dtype=torch.long, device=device)
-    unet = lambda lat, cond: nets.unet(lat, timestep, encoder_hidden_states=cond).sample  # noqa: E731
-    prev_lat, prev_idx, next_frame = None, None, 0
-    for kb in keys.split(batch):
-        lat_in = avatar.latents[src[kb]].to(device, dtype)
-        cond = window_features(padded, kb, fps).to(device, dtype) + pe
-        pred = run_padded(unet, batch, lat_in, cond).float()
-        progress.step(kb.numel())
-        stats.unet_frames += kb.numel()
-        key_lat = pred if prev_lat is None else torch.cat([prev_lat, pred])
-        key_idx = kb if prev_idx is None else torch.cat([prev_idx, kb])
-        frames = torch.arange(next_frame, int(kb[-1]) + 1)
-        yield from renderer.add(expand_keyframes(key_lat, key_idx, frames), frames)
-        prev_lat, prev_idx, next_frame = pred[-1:], kb[-1:], int(kb[-1]) + 1
-    yield from renderer.flush()
+    stage = threaded if settings.pipelined else (lambda it, **_: it)
+    chain = stage(_keyframes(nets, avatar, padded, keys, src, fps, batch, device, dtype, stage_times, stats), name="unet")
+    chain = stage(_decoded(nets, chain, batch, avatar.frames.device, stage_times), name="vae")
+    chain = stage(_pasted(avatar, src, chain, stage_times, settings.blend, stats), name="paste")
+    try:
+        for count, chunk, nkeys in chain:
+            progress.step(count + nkeys)       # on the caller's thread (ComfyUI's bar and cancel check)
+            yield chunk
+    finally:
+        close = getattr(chain, "close", None)
+        if close is not None:
+            close()                            # a cancel or a closed consumer stops every stage before returning
 
 
 def lipsync(nets, avatar: Avatar, audio: Any, settings: LipSyncSettings = LipSyncSettings(),
-            device: torch.device = torch.device("cpu"), progress: Optional[Progress] = None,
+            device: Optional[torch.device] = None, progress: Optional[Progress] = None,
             stats: Optional[LipSyncStats] = None) -> torch.Tensor:
     """The whole lip-synced clip ``[N, H, W, 3]``, the chunks of `lipsync_chunks` written into one preallocated
     tensor."""

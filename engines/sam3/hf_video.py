@@ -133,10 +133,11 @@ _MODEL_LOG = logging.getLogger("transformers.models.sam3_video.modeling_sam3_vid
 class TransformersSegmenter:
     """`FrameSegmenter` over a loaded `Sam3VideoBundle` (model already on `device` in `dtype`)."""
 
-    def __init__(self, bundle: Sam3VideoBundle, device: Union[str, torch.device] = "cpu",
+    def __init__(self, bundle: Sam3VideoBundle, device: Union[str, torch.device, None] = None,
                  dtype: torch.dtype = torch.float32):
         self.bundle = bundle
-        self.device = torch.device(device)
+        # None: where the model's weights are (a caller that moved the model need not repeat the device)
+        self.device = torch.device(device) if device is not None else next(bundle.model.parameters()).device
         self.dtype = dtype
         self.session = None
         self.detector_calls = 0

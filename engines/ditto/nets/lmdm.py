@@ -28,10 +28,14 @@ class Rotary(nn.Module):
 
     def forward(self, x):
         """Rotate consecutive feature pairs of (B, L, D) by position-dependent angles."""
-        pos = torch.arange(x.shape[-2], device=x.device, dtype=self.freqs.dtype)
-        ang = torch.repeat_interleave(pos[:, None] * self.freqs[None], 2, dim=-1).to(x.dtype)
-        pairs = x.unflatten(-1, (-1, 2))
-        rotated = torch.stack((-pairs[..., 1], pairs[..., 0]), dim=-1).flatten(-2)
+        b, n, d = x.shape
+        pos = torch.arange(n, device=x.device, dtype=self.freqs.dtype)
+        half = pos[:, None] * self.freqs[None]
+        # each angle twice in a row (repeat_interleave), written with explicit dims and sizes: the legacy ONNX
+        # exporter mistranslates repeat_interleave / unflatten on negative dims (wrong values, or a batch-1 reshape)
+        ang = torch.stack((half, half), dim=2).reshape(n, d).to(x.dtype)
+        pairs = x.reshape(b, n, d // 2, 2)
+        rotated = torch.stack((-pairs[:, :, :, 1], pairs[:, :, :, 0]), dim=3).reshape(b, n, d)
         return x * ang.cos() + rotated * ang.sin()
 
 

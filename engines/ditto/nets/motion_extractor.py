@@ -39,7 +39,8 @@ class _LastDimLayerNorm(nn.Module):
         self.bias = nn.Parameter(torch.zeros(dim))
 
     def forward(self, x):
-        return F.layer_norm(x, (x.shape[-1],), self.weight, self.bias, 1e-6)
+        # the normalised size from the weight (a constant), not from x.shape: a traced size is not constant in ONNX
+        return F.layer_norm(x, self.weight.shape, self.weight, self.bias, 1e-6)
 
 
 class ConvNeXtBlock(nn.Module):

@@ -24,9 +24,11 @@ class StitchingNetwork(nn.Module):
 
     def forward(self, kp_source: torch.Tensor, kp_driving: torch.Tensor) -> torch.Tensor:
         """(B, K, 3) source and driven keypoints -> stitched driven keypoints (B, K, 3)."""
-        b, k = kp_source.shape[:2]
+        b, k = kp_source.shape[0], kp_source.shape[1]
         delta = self.mlp(torch.cat([kp_source.reshape(b, -1), kp_driving.reshape(b, -1)], dim=1))
         out = kp_driving + delta[:, : 3 * k].reshape(b, k, 3)
-        shift = torch.zeros_like(out)
-        shift[..., :2] = delta[:, 3 * k: 3 * k + 2].reshape(b, 1, 2)
+        # the (x, y) shift of every keypoint, z unchanged; built without an in-place slice write, which the ONNX
+        # exporter freezes at the traced batch size
+        xy = delta[:, 3 * k: 3 * k + 2]
+        shift = torch.cat([xy, torch.zeros_like(xy[:, :1])], dim=1)[:, None, :]
         return out + shift

@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ...accel.ops import grid_sample_3d
 from .blocks import ConvNormAct2d, Hourglass3d
 
 
@@ -46,7 +47,7 @@ class DenseMotionNetwork(nn.Module):
         to_source = grid[None, None] - kp_driving.view(b, k, 1, 1, 1, 3) + kp_source.view(b, k, 1, 1, 1, 3)
         motions = torch.cat([grid[None, None].expand(b, 1, d, h, w, 3), to_source], dim=1)  # (b, k+1, d, h, w, 3)
         feats = feat[:, None].expand(b, k + 1, c, d, h, w).reshape(b * (k + 1), c, d, h, w)
-        deformed = F.grid_sample(feats, motions.reshape(b * (k + 1), d, h, w, 3), align_corners=False)
+        deformed = grid_sample_3d(feats, motions.reshape(b * (k + 1), d, h, w, 3))
         deformed = deformed.view(b, k + 1, c, d, h, w)
         heat = self._gaussian(kp_driving, grid) - self._gaussian(kp_source, grid)   # (b, k, d, h, w)
         heat = torch.cat([heat.new_zeros(b, 1, d, h, w), heat], dim=1)[:, :, None]
@@ -78,7 +79,7 @@ class WarpingNetwork(nn.Module):
 
     def forward(self, feature_3d, kp_source, kp_driving):
         deformation, occlusion = self.dense_motion_network(feature_3d, kp_source, kp_driving)
-        warped = F.grid_sample(feature_3d, deformation, align_corners=False)
+        warped = grid_sample_3d(feature_3d, deformation)   # gather form when exported (ONNX/TensorRT)
         b, c, d, h, w = warped.shape
         out = self.fourth(self.third(warped.view(b, c * d, h, w)))
         return out * occlusion

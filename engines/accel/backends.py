@@ -1,0 +1,311 @@
+"""One interface, "run this network", over every backend: eager, torch.compile, CUDA graphs, ONNX Runtime, TensorRT.
+
+``accelerate(net, backend, device=..., ...)`` returns a runner: ``runner(*inputs)`` takes the inputs on any device
+in any float dtype (they are moved to the weights' device and cast to the run's dtype) and returns what the
+network returns. ``runner.summary`` says which backend runs and, if it is not the one asked for, what failed.
+
+- ``auto`` tries the backends in the order measured fastest for the device (``AUTO_ORDER``) and keeps the first that
+  builds and matches eager on an example input; it reports its choice once in the log and in ``summary``.
+- an explicit backend that cannot run falls back to eager PyTorch, naming what failed (never silently).
+- every non-eager runner is checked against eager on an example batch (cosine >= ``PARITY_MIN``) before it is
+  used: a backend that builds but computes something else is a failure like any other.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional, Sequence
+
+import torch
+
+from ..common.cache import ContentCache
+from ..common.errors import InputError
+from . import tensorrt as trt_backend
+from .network import Network, as_tuple, place
+from .onnx_export import export_onnx
+from .precision import name_of
+
+log = logging.getLogger("broadcast_avatar.accel")
+
+BACKENDS = ("auto", "eager", "compile", "cudagraphs", "onnxruntime", "tensorrt")
+# Fastest first, as measured by benchmarks/bench_accel.py (CPU) and benchmarks/gpu_accel.py (CUDA); see docs/accel.md.
+AUTO_ORDER = {"cuda": ("tensorrt", "cudagraphs", "eager"), "cpu": ("onnxruntime", "eager")}
+PARITY_MIN = 0.999
+
+
+class BackendUnavailable(RuntimeError):
+    """A backend cannot run this network here; the message is the reason shown to the user."""
+
+
+@dataclass
+class BuildOptions:
+    batches: Sequence[int] = (1,)                 # batch sizes the caller will use (profiles, graphs, parity)
+    cache: Optional[ContentCache] = None          # where ONNX exports are kept
+    engine_root: Optional[Path] = None            # models/broadcast_tensorrt
+    channels_last: Optional[bool] = None          # None: on a GPU for convolutional networks
+    progress: Optional[Callable[[int, int], None]] = None   # engine build progress
+    parity: bool = True
+    compiler: str = "inductor"                    # torch.compile's backend (tests use "aot_eager": no C++ build)
+
+
+@dataclass
+class Runner:
+    """A built backend. `fn(*placed inputs)` does the work; `__call__` places the inputs first."""
+
+    backend: str
+    fn: Callable
+    net: Network
+    dtype: torch.dtype
+    channels_last: bool = False
+    detail: str = ""
+    fallbacks: list = field(default_factory=list)      # "backend: reason" for each backend that was tried first
+    parity: Optional[float] = None
+    placed: bool = False                              # fn places its own inputs (TensorRT, ONNX Runtime on CUDA)
+
+    def __call__(self, *inputs):
+        if self.placed:
+            return self.fn(*inputs)
+        return self.fn(*place(inputs, self.net.device, self.dtype, self.channels_last))
+
+    @property
+    def summary(self) -> str:
+        text = f"{self.net.name}: {self.backend}"
+        extra = [x for x in (self.detail, name_of(self.dtype)) if x]
+        text += f" ({', '.join(extra)})"
+        if self.parity is not None:
+            text += f", cos {self.parity:.6f} vs eager"
+        if self.fallbacks:
+            text += "; not used: " + "; ".join(self.fallbacks)
+        return text
+
+
+# -- the backends ------------------------------------------------------------------------------------------------
+def _channels_last(net: Network, opts: BuildOptions) -> bool:
+    if opts.channels_last is not None:
+        return bool(opts.channels_last and net.convolutional)
+    return net.convolutional and net.device.type == "cuda"
+
+
+def build_eager(net: Network, opts: BuildOptions) -> Runner:
+    cl = _channels_last(net, opts)
+    if cl:
+        net.module.to(memory_format=torch.channels_last)
+    return Runner("eager", net.module, net, net.dtype, cl, detail="channels-last" if cl else "")
+
+
+def build_compile(net: Network, opts: BuildOptions) -> Runner:
+    cl = _channels_last(net, opts)
+    if cl:
+        net.module.to(memory_format=torch.channels_last)
+    # dynamic=False: the callers pad every call to fixed batch sizes, so one graph per batch and no guards on shapes
+    compiled = torch.compile(net.module, dynamic=False, backend=opts.compiler)
+    return Runner("compile", compiled, net, net.dtype, cl, detail=opts.compiler)
+
+
+class _GraphRunner:
+    """One captured CUDA graph per batch size, replayed on static input buffers."""
+
+    def __init__(self, net: Network, dtype: torch.dtype, channels_last: bool):
+        self.net, self.dtype, self.cl = net, dtype, channels_last
+        self.graphs: dict = {}
+
+    def _capture(self, inputs):
+        static = [x.clone() for x in inputs]
+        side = torch.cuda.Stream(inputs[0].device)
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side), torch.inference_mode():
+            for _ in range(3):                       # warm-up: cuDNN autotuning and lazy allocations
+                self.net.module(*static)
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph), torch.inference_mode():
+            out = as_tuple(self.net.module(*static))
+        return graph, static, out
+
+    def __call__(self, *inputs):
+        key = tuple((tuple(x.shape), x.dtype) for x in inputs)
+        if key not in self.graphs:
+            self.graphs[key] = self._capture(inputs)
+        graph, static, out = self.graphs[key]
+        for s, x in zip(static, inputs):
+            s.copy_(x)
+        graph.replay()
+        res = tuple(o.clone() for o in out)
+        return res[0] if len(res) == 1 else res
+
+
+def build_cudagraphs(net: Network, opts: BuildOptions) -> Runner:
+    if net.device.type != "cuda":
+        raise BackendUnavailable(f"CUDA graphs need a CUDA GPU; this network runs on {net.device}")
+    cl = _channels_last(net, opts)
+    if cl:
+        net.module.to(memory_format=torch.channels_last)
+    return Runner("cudagraphs", _GraphRunner(net, net.dtype, cl), net, net.dtype, cl, detail="captured per batch")
+
+
+_ORT_TYPES = {torch.float32: "float32", torch.float16: "float16", torch.int64: "int64", torch.int32: "int32"}
+
+
+class _OrtRunner:
+    def __init__(self, session, net: Network, dtype: torch.dtype, cuda: bool):
+        self.session, self.net, self.dtype, self.cuda = session, net, dtype, cuda
+        self.out_shapes: dict = {}
+
+    def __call__(self, *inputs):
+        import numpy as np
+
+        device = self.net.device
+        if not self.cuda:
+            feeds = {n: x.detach().cpu().numpy() for n, x in zip(self.net.input_names,
+                                                                  place(inputs, torch.device("cpu"), self.dtype))}
+            outs = self.session.run(list(self.net.output_names), feeds)
+            res = tuple(torch.from_numpy(np.ascontiguousarray(o)).to(device) for o in outs)
+            return res[0] if len(res) == 1 else res
+        # CUDA: bind torch tensors by address, no host round trip; outputs sized from an eager run's shapes
+        xs = [x.contiguous() for x in place(inputs, device, self.dtype)]
+        binding = self.session.io_binding()
+        for n, x in zip(self.net.input_names, xs):
+            binding.bind_input(n, "cuda", device.index or 0, np.dtype(_ORT_TYPES[x.dtype]), tuple(x.shape),
+                               x.data_ptr())
+        b = xs[0].shape[0]
+        if b not in self.out_shapes:
+            with torch.inference_mode():
+                ref = as_tuple(self.net.module(*xs))
+            self.out_shapes[b] = [(tuple(o.shape), o.dtype) for o in ref]
+        outs = []
+        for n, (shape, dt) in zip(self.net.output_names, self.out_shapes[b]):
+            o = torch.empty(shape, dtype=dt, device=device)
+            binding.bind_output(n, "cuda", device.index or 0, np.dtype(_ORT_TYPES[dt]), shape, o.data_ptr())
+            outs.append(o)
+        torch.cuda.current_stream(device).synchronize()
+        self.session.run_with_iobinding(binding)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+def ort_session(path: Path, device: torch.device):
+    """An ORT session for `path` on `device`; raises BackendUnavailable when ORT cannot use that device."""
+    try:
+        import onnxruntime as ort
+    except ImportError as exc:
+        raise BackendUnavailable(f"onnxruntime is not installed ({exc})") from None
+    available = ort.get_available_providers()
+    if device.type == "cuda":
+        if "CUDAExecutionProvider" not in available:
+            raise BackendUnavailable("this onnxruntime has no CUDA provider (the CPU build 'onnxruntime' is "
+                                     "installed; install 'onnxruntime-gpu' instead)")
+        providers = [("CUDAExecutionProvider", {"device_id": device.index or 0}), "CPUExecutionProvider"]
+    elif device.type == "cpu":
+        providers = ["CPUExecutionProvider"]
+    else:
+        raise BackendUnavailable(f"onnxruntime has no provider for {device.type} here")
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    opts.log_severity_level = 3
+    return ort.InferenceSession(str(path), sess_options=opts, providers=providers)
+
+
+def build_onnxruntime(net: Network, opts: BuildOptions) -> Runner:
+    dtype = net.dtype
+    if dtype == torch.bfloat16:
+        raise BackendUnavailable("onnxruntime has no bf16 kernels for these networks; choose fp16 or fp32")
+    if net.device.type == "cpu" and dtype == torch.float16:
+        raise BackendUnavailable("onnxruntime runs fp16 graphs on the CPU through slow casts; choose fp32 or bf16 "
+                                 "on the CPU")
+    session_device = net.device
+    art = export_onnx(net, max(opts.batches), opts.cache)
+    session = ort_session(art.path, session_device)
+    cuda = session_device.type == "cuda"
+    provider = session.get_providers()[0]
+    detail = f"{provider}, onnx {art.sha256[:12]}{', reused' if art.reused else ', exported'}"
+    return Runner("onnxruntime", _OrtRunner(session, net, dtype, cuda), net, dtype, detail=detail, placed=True)
+
+
+def build_tensorrt(net: Network, opts: BuildOptions) -> Runner:
+    if net.dtype == torch.bfloat16:
+        raise BackendUnavailable("the pack builds TensorRT engines in fp32 or fp16; choose one of those")
+    try:
+        trt = trt_backend.probe(net.device)
+    except trt_backend.TensorRTUnavailable as exc:
+        raise BackendUnavailable(str(exc)) from None
+    if opts.engine_root is None:
+        raise BackendUnavailable("no engine folder was given (models/broadcast_tensorrt)")
+    art = export_onnx(net, max(opts.batches), opts.cache)
+    precision = name_of(net.dtype)
+    key = trt_backend.engine_key(trt.version, net.device, net.name, precision, opts.batches, art.sha256)
+    try:
+        data = trt_backend.load_or_build(trt, Path(opts.engine_root), key, art.path, opts.batches, log.info,
+                                         opts.progress)
+        runner = trt_backend.TensorRTRunner(trt, data, net, net.dtype, opts.batches, net.device)
+    except trt_backend.TensorRTUnavailable as exc:
+        raise BackendUnavailable(str(exc)) from None
+    path = trt_backend.engine_path(Path(opts.engine_root), key)
+    return Runner("tensorrt", runner, net, net.dtype, detail=f"{runner.detail}, {path.name}", placed=True)
+
+
+BUILDERS = {"eager": build_eager, "compile": build_compile, "cudagraphs": build_cudagraphs,
+            "onnxruntime": build_onnxruntime, "tensorrt": build_tensorrt}
+
+
+# -- selection ---------------------------------------------------------------------------------------------------
+def cosine(a: torch.Tensor, b: torch.Tensor) -> float:
+    a, b = a.detach().double().flatten().cpu(), b.detach().double().flatten().cpu()
+    denom = a.norm() * b.norm()
+    if denom == 0:
+        return 1.0 if torch.equal(a, b) else 0.0
+    return float((a @ b) / denom)
+
+
+def _check_parity(runner: Runner, net: Network, batch: int) -> float:
+    example = net.example(batch)
+    with torch.inference_mode():
+        ref = as_tuple(net.module(*place(example, net.device, net.dtype)))
+        got = as_tuple(runner(*example))
+    if len(ref) != len(got):
+        raise BackendUnavailable(f"returned {len(got)} outputs, eager returns {len(ref)}")
+    cos = min(cosine(r, g) for r, g in zip(ref, got))
+    if not cos >= PARITY_MIN:
+        raise BackendUnavailable(f"its output differs from eager PyTorch (cosine {cos:.5f} < {PARITY_MIN})")
+    return cos
+
+
+_reported: set = set()
+
+
+def _report(message: str) -> None:
+    if message not in _reported:
+        _reported.add(message)
+        log.info("[Broadcast Avatar] %s", message)
+
+
+def check_backend(backend: str, input_name: str = "backend") -> str:
+    if backend not in BACKENDS:
+        raise InputError(input_name, f"one of {', '.join(BACKENDS)}", repr(backend))
+    return backend
+
+
+def accelerate(net: Network, backend: str = "auto", opts: Optional[BuildOptions] = None) -> Runner:
+    """The runner for `net` on the device and in the dtype its weights have now."""
+    check_backend(backend)
+    opts = opts or BuildOptions()
+    if backend == "auto":
+        candidates = list(AUTO_ORDER.get(net.device.type, ("eager",)))
+    else:
+        candidates = [backend] if backend == "eager" else [backend, "eager"]
+    failures = []
+    for name in candidates:
+        try:
+            runner = BUILDERS[name](net, opts)
+            if name != "eager" and opts.parity:
+                runner.parity = _check_parity(runner, net, max(opts.batches))
+        except BackendUnavailable as exc:
+            failures.append(f"{name}: {exc}")
+            continue
+        except Exception as exc:     # a backend's own crash (compiler missing, export error): named, then next
+            failures.append(f"{name}: failed with {type(exc).__name__}: {str(exc).splitlines()[0][:300]}")
+            continue
+        runner.fallbacks = failures
+        chosen = "auto picked" if backend == "auto" else ("running" if not failures else "falling back to")
+        _report(f"{net.name}: {chosen} {runner.summary.split(': ', 1)[1]}")
+        return runner
+    raise RuntimeError(f"{net.name}: no backend could run it: {'; '.join(failures)}")

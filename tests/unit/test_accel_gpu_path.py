@@ -1,0 +1,167 @@
+"""The GPU user's code path, run on the CPU: each family's engine in bf16 (fp16 where CPU kernels allow), through
+accelerated runners, and with its weights on another device than its inputs (the device-placement audit).
+
+The audit puts the weights on ``meta`` and lets the engine follow them, as it follows them onto a GPU; any op
+mixing devices is recorded (engines/accel/audit.py). A control run (a wrong explicit device) shows the audit
+catches what it is for.
+"""
+import numpy as np
+import pytest
+import torch
+
+from engines.accel import BuildOptions, cosine
+from engines.accel.audit import audit_devices, move_weights
+from engines.common.audio import to_mono
+from engines.common.cache import ContentCache
+from engines.ditto import avatar as av
+from engines.ditto import keypoints as kps
+from engines.ditto import motion as mo
+from engines.ditto import render as rd
+from engines.ditto.accel import accelerate_ditto, networks as ditto_networks
+from engines.ditto.pipeline import DittoPipeline
+from engines.musetalk.accel import accelerate_musetalk
+from engines.musetalk.avatar import build_avatar
+from engines.musetalk.face_track import HaarDetector, track_faces
+from engines.musetalk.lipsync import LipSyncSettings, lipsync
+from engines.musetalk.loader import load_musetalk
+from tests.fixtures.tiny_ditto import build_tiny_ditto, portrait, speech
+from tests.fixtures.tiny_musetalk import astronaut_loop, build_tiny_musetalk, speech_like
+
+FPS = 10.0
+
+
+# -- MuseTalk ----------------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def mt_dir(tmp_path_factory):
+    return build_tiny_musetalk(tmp_path_factory.mktemp("musetalk") / "tiny")
+
+
+@pytest.fixture(scope="module")
+def mt_loop():
+    frames, _ = astronaut_loop(4)
+    return frames, track_faces(frames, HaarDetector(), every=2, proxy_size=160)
+
+
+def _mt_render(folder, loop, dtype, backend=None, tmp=None):
+    nets = load_musetalk(folder, dtype)
+    frames, track = loop
+    avatar = build_avatar(nets, frames, track, FPS)
+    if backend:
+        accelerate_musetalk(nets, backend, BuildOptions(batches=(4,), cache=ContentCache(tmp)))
+    return nets, avatar, lipsync(nets, avatar, speech_like(0.6), LipSyncSettings(batch_size=4))
+
+
+@pytest.fixture(scope="module")
+def mt_fp32(mt_dir, mt_loop):
+    return _mt_render(mt_dir, mt_loop, torch.float32)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_musetalk_low_precision_runs_the_gpu_code(mt_dir, mt_loop, mt_fp32, dtype):
+    nets, _, frames = _mt_render(mt_dir, mt_loop, dtype)
+    assert next(nets.unet.parameters()).dtype == dtype
+    assert frames.shape == mt_fp32[2].shape
+    diff = (frames.float() - mt_fp32[2].float()).abs()
+    # ran in the low precision (not silently fp32) and close to the fp32 frames on average (random tiny networks
+    # amplify rounding at a few mouth pixels)
+    assert diff.max() > 0 and diff.mean() < 0.01, (diff.max(), diff.mean())
+
+
+def test_musetalk_onnxruntime_backend_renders_the_eager_frames(mt_dir, mt_loop, mt_fp32, tmp_path):
+    nets, _, frames = _mt_render(mt_dir, mt_loop, torch.float32, "onnxruntime", tmp_path)
+    assert {r.backend for r in nets.runners.values()} == {"onnxruntime"}
+    assert all(r.parity > 0.9999 for r in nets.runners.values())
+    assert (frames.float() - mt_fp32[2].float()).abs().max() < 2e-3
+
+
+def test_musetalk_weights_elsewhere_mix_no_devices(mt_dir, mt_loop):
+    nets = load_musetalk(mt_dir)
+    frames, track = mt_loop
+    avatar = build_avatar(nets, frames, track, FPS)
+    move_weights(nets, "meta")
+    with audit_devices() as audit:
+        out = lipsync(nets, avatar, speech_like(0.6), LipSyncSettings(batch_size=4))
+    assert dict(audit.mixed) == {} and out.shape[0] == 6
+    # control: told the wrong device, the same run mixes devices and the audit (or the op) says so
+    with audit_devices() as audit:
+        try:
+            lipsync(nets, avatar, speech_like(0.6), LipSyncSettings(batch_size=4), device=torch.device("cpu"))
+            caught = False
+        except RuntimeError as exc:
+            caught = "device" in str(exc)
+    assert audit.mixed or caught
+
+
+# -- Ditto -------------------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def dt_dir(tmp_path_factory):
+    return build_tiny_ditto(tmp_path_factory.mktemp("ditto") / "tiny")
+
+
+def _dt_chain(pipeline, seconds=1.0):
+    avatar, _ = pipeline.prepare_avatar(portrait(), av.AvatarSettings(), None)
+    wav, _ = to_mono(speech(seconds), 16000)
+    feats = pipeline.audio_features(wav, None)
+    motion = pipeline.motion(avatar, feats, mo.MotionSettings(steps=4, seed=3, overlap=5), kps.DriveSettings(), wav)
+    frames = torch.cat([c for _, c in pipeline.render(avatar, motion, rd.RenderSettings(batch_size=4))])
+    return motion, frames
+
+
+@pytest.fixture(scope="module")
+def dt_fp32(dt_dir):
+    return _dt_chain(DittoPipeline(dt_dir))
+
+
+def test_ditto_bf16_weights_run_every_stage(dt_dir, dt_fp32):
+    pipeline = DittoPipeline(dt_dir, precision="bf16")
+    assert {p.dtype for p in pipeline.nets.parameters()} == {torch.bfloat16}
+    motion, frames = _dt_chain(pipeline)
+    assert frames.shape == dt_fp32[1].shape and frames.dtype == torch.float32
+    diff = (frames - dt_fp32[1]).abs()
+    corr = np.corrcoef(motion.motion.ravel(), dt_fp32[0].motion.ravel())[0, 1]
+    # random tiny networks amplify rounding at a few pixels; on average the frames agree
+    assert diff.max() > 0 and diff.mean() < 0.02 and corr > 0.98, (diff.max(), diff.mean(), corr)
+
+
+def test_ditto_onnxruntime_runners_for_all_six_networks(dt_dir, tmp_path):
+    pipeline = DittoPipeline(dt_dir)
+    opts = BuildOptions(batches=(2,), cache=ContentCache(tmp_path))
+    descriptions = ditto_networks(pipeline.nets, weights_id=pipeline.fingerprint)
+    assert set(descriptions) == {"motion_extractor", "appearance", "lmdm", "stitch", "warp", "decoder"}
+    summaries = accelerate_ditto(pipeline.nets, "onnxruntime", opts, weights_id=pipeline.fingerprint,
+                                 which=tuple(descriptions))
+    runners = pipeline.nets.runners
+    assert {r.backend for r in runners.values()} == {"onnxruntime"}, summaries
+    assert all(r.parity > 0.9999 for r in runners.values()), summaries
+    for name, net in descriptions.items():          # another batch than the trace's: the batch axis is dynamic
+        x = net.example(3)
+        with torch.inference_mode():
+            ref = net.module(*x)
+        got = runners[name](*x)
+        for r, g in zip(ref if isinstance(ref, tuple) else (ref,), got if isinstance(got, tuple) else (got,)):
+            assert cosine(r, g) > 0.9999, name
+
+
+def test_ditto_accelerated_chain_matches_eager(dt_dir, dt_fp32, tmp_path):
+    pipeline = DittoPipeline(dt_dir)
+    summaries = pipeline.accelerate("onnxruntime", BuildOptions(batches=(1, 4), cache=ContentCache(tmp_path)))
+    assert len(summaries) == 4 and all(": onnxruntime" in s for s in summaries)
+    motion, frames = _dt_chain(pipeline)
+    assert np.abs(motion.motion - dt_fp32[0].motion).max() < 1e-3
+    assert (frames - dt_fp32[1]).abs().max() < 5e-3
+
+
+def test_ditto_weights_elsewhere_mix_no_devices(dt_dir):
+    pipeline = DittoPipeline(dt_dir)
+    avatar, _ = pipeline.prepare_avatar(portrait(), av.AvatarSettings(), None)
+    wav, _ = to_mono(speech(0.8), 16000)
+    feats = pipeline.audio_features(wav, None)
+    move_weights(pipeline.nets, "meta")
+    pipeline.device = torch.device("meta")           # as a GPU user's pipeline runs on "cuda"
+    with audit_devices() as audit:
+        motion = pipeline.motion(avatar, feats, mo.MotionSettings(steps=2, seed=3, overlap=5), kps.DriveSettings(),
+                                 wav)
+        chunks = list(pipeline.render(avatar, motion, rd.RenderSettings(batch_size=4)))
+        pipeline.prepare_avatar(portrait(), av.AvatarSettings(), None)
+    assert dict(audit.mixed) == {}
+    assert sum(c.shape[0] for _, c in chunks) == len(motion.kp_driven)
