@@ -21,6 +21,7 @@ import torch
 
 from ..common.cache import ContentCache
 from ..common.errors import InputError
+from ..common.onnx import onnx_session
 from . import tensorrt as trt_backend
 from .network import Network, as_tuple, place
 from .onnx_export import export_onnx
@@ -124,7 +125,9 @@ class _GraphRunner:
         return graph, static, out
 
     def __call__(self, *inputs):
-        key = tuple((tuple(x.shape), x.dtype) for x in inputs)
+        # the weights' address is part of the key: a graph replays fixed pointers, so weights that ComfyUI moved
+        # (offloaded and loaded back) mean a new capture, never a replay reading freed memory
+        key = (self.net.parameter().data_ptr(), *((tuple(x.shape), x.dtype) for x in inputs))
         if key not in self.graphs:
             self.graphs[key] = self._capture(inputs)
         graph, static, out = self.graphs[key]
@@ -189,20 +192,15 @@ def ort_session(path: Path, device: torch.device):
         import onnxruntime as ort
     except ImportError as exc:
         raise BackendUnavailable(f"onnxruntime is not installed ({exc})") from None
-    available = ort.get_available_providers()
-    if device.type == "cuda":
-        if "CUDAExecutionProvider" not in available:
-            raise BackendUnavailable("this onnxruntime has no CUDA provider (the CPU build 'onnxruntime' is "
-                                     "installed; install 'onnxruntime-gpu' instead)")
-        providers = [("CUDAExecutionProvider", {"device_id": device.index or 0}), "CPUExecutionProvider"]
-    elif device.type == "cpu":
-        providers = ["CPUExecutionProvider"]
-    else:
+    if device.type == "cuda" and "CUDAExecutionProvider" not in ort.get_available_providers():
+        raise BackendUnavailable("this onnxruntime has no CUDA provider (the CPU build 'onnxruntime' is "
+                                 "installed; install 'onnxruntime-gpu' instead)")
+    if device.type not in ("cuda", "cpu"):
         raise BackendUnavailable(f"onnxruntime has no provider for {device.type} here")
-    opts = ort.SessionOptions()
-    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    opts.log_severity_level = 3
-    return ort.InferenceSession(str(path), sess_options=opts, providers=providers)
+    session = onnx_session(path, device)
+    if device.type == "cuda" and session.get_providers()[0] != "CUDAExecutionProvider":
+        raise BackendUnavailable(f"onnxruntime could not start its CUDA provider (it runs {session.get_providers()})")
+    return session
 
 
 def build_onnxruntime(net: Network, opts: BuildOptions) -> Runner:

@@ -67,6 +67,15 @@ def test_musetalk_low_precision_runs_the_gpu_code(mt_dir, mt_loop, mt_fp32, dtyp
     assert diff.max() > 0 and diff.mean() < 0.01, (diff.max(), diff.mean())
 
 
+def test_musetalk_pipelined_and_sequential_render_the_same_frames(mt_fp32):
+    nets, avatar, frames = mt_fp32                     # LipSyncSettings() is pipelined by default
+    chunks, times = [], {}
+    lipsync(nets, avatar, speech_like(0.6), LipSyncSettings(batch_size=4, pipelined=False), sink=chunks.append,
+            stage_times=times)
+    assert torch.equal(torch.cat(chunks), frames)
+    assert set(times) == {"audio", "unet", "vae", "paste", "sink"}
+
+
 def test_musetalk_onnxruntime_backend_renders_the_eager_frames(mt_dir, mt_loop, mt_fp32, tmp_path):
     nets, _, frames = _mt_render(mt_dir, mt_loop, torch.float32, "onnxruntime", tmp_path)
     assert {r.backend for r in nets.runners.values()} == {"onnxruntime"}

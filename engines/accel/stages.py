@@ -1,0 +1,85 @@
+"""Overlapped stages for renderers: each stage an iterator, run in its own thread behind a bounded queue.
+
+A renderer written as a chain of generators (networks -> decode -> paste-back -> the caller's encoder) runs
+sequentially as it is; wrapping a stage in `threaded` lets it work ahead of its consumer by at most `depth`
+items, so the clip's wall time approaches the slowest stage's instead of the sum while memory stays flat (never
+more than `depth` chunks waiting per stage). PyTorch releases the GIL inside its kernels, and on a GPU the launches
+of one stage overlap the CPU work (paste-back, encode) of the next.
+
+Errors raised in a stage come out of the consumer's ``next()``; closing the consumer (an interrupt, an error
+downstream) stops the stage's thread before the call returns, so nothing keeps running after a cancel.
+"""
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from contextlib import contextmanager
+from typing import Iterable, Iterator, Optional, TypeVar
+
+import torch
+
+T = TypeVar("T")
+_DONE = object()
+
+
+def threaded(source: Iterable[T], depth: int = 2, name: str = "stage") -> Iterator[T]:
+    """Iterate `source` in a background thread, at most `depth` items ahead of the consumer."""
+    q: queue.Queue = queue.Queue(maxsize=max(1, depth))
+    stop = threading.Event()
+    grad, inference = torch.is_grad_enabled(), torch.is_inference_mode_enabled()   # thread-local: carried over
+
+    def put(item) -> bool:
+        while not stop.is_set():
+            try:
+                q.put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def work():
+        try:
+            with torch.inference_mode(inference), torch.set_grad_enabled(grad):
+                for item in source:
+                    if not put((None, item)):
+                        return
+            put((None, _DONE))
+        except BaseException as exc:       # handed to the consumer, raised there
+            put((exc, None))
+        finally:
+            close = getattr(source, "close", None)
+            if close is not None and stop.is_set():
+                close()
+
+    thread = threading.Thread(target=work, name=f"broadcast-avatar-{name}", daemon=True)
+    thread.start()
+    try:
+        while True:
+            err, item = q.get()
+            if err is not None:
+                raise err
+            if item is _DONE:
+                return
+            yield item
+    finally:
+        stop.set()
+        while thread.is_alive():
+            try:
+                q.get_nowait()
+            except queue.Empty:
+                pass
+            thread.join(timeout=0.05)
+
+
+@contextmanager
+def timing(times: Optional[dict], stage: str):
+    """Add the block's wall time to ``times[stage]`` (for the benchmarks' stage figures); no-op without a dict."""
+    if times is None:
+        yield
+        return
+    t = time.perf_counter()
+    try:
+        yield
+    finally:
+        times[stage] = times.get(stage, 0.0) + time.perf_counter() - t

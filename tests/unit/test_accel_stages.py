@@ -1,0 +1,62 @@
+"""Overlapped stages (engines/accel/stages.py): order kept, errors surfaced, bounded look-ahead, clean stop."""
+import threading
+import time
+
+import pytest
+import torch
+
+from engines.accel.stages import threaded, timing
+
+
+def test_items_come_out_in_order_and_the_stage_runs_in_another_thread():
+    seen = []
+
+    def source():
+        for i in range(20):
+            seen.append(threading.current_thread().name)
+            yield i
+    assert list(threaded(source(), depth=2, name="unit")) == list(range(20))
+    assert set(seen) == {"broadcast-avatar-unit"}
+
+
+def test_an_error_in_the_stage_is_raised_in_the_consumer():
+    def source():
+        yield 1
+        raise ValueError("bad frame 2")
+    it = threaded(source())
+    assert next(it) == 1
+    with pytest.raises(ValueError, match="bad frame 2"):
+        next(it)
+
+
+def test_look_ahead_is_bounded_and_closing_stops_the_stage():
+    produced = []
+
+    def source():
+        for i in range(1000):
+            produced.append(i)
+            yield torch.zeros(4)
+    it = threaded(source(), depth=2)
+    next(it)
+    time.sleep(0.3)
+    assert len(produced) <= 1 + 2 + 1          # the one consumed, `depth` queued, one blocked in put
+    it.close()
+    assert not [t for t in threading.enumerate() if t.name == "broadcast-avatar-stage"]
+    assert len(produced) < 10
+
+
+def test_grad_mode_is_carried_into_the_stage():
+    def source():
+        yield torch.is_grad_enabled(), torch.is_inference_mode_enabled()
+    with torch.inference_mode():
+        assert next(threaded(source())) == (False, True)
+
+
+def test_timing_adds_up_per_stage():
+    times = {}
+    for _ in range(2):
+        with timing(times, "a"):
+            time.sleep(0.01)
+    assert times["a"] >= 0.02
+    with timing(None, "a"):
+        pass
