@@ -4,7 +4,8 @@ Per rendered frame: stitching network on (x_s, x_d), warping network on the avat
 512 crop, putback into the avatar frame. Frames between rendered ones (cadence stride > 1) are SLERP-infilled crops;
 frames in silence show the avatar frame, eased in and out (see cadence.py). Output frame i uses avatar frame
 ``source_index[i]`` (the loop is followed by video time). Chunks come out in order as soon as they are complete, so a
-writer can encode them while the rest renders; nothing holds the whole clip unless the caller collects it.
+writer can encode them while the rest renders; nothing holds the whole clip unless the caller collects it. Pipelined
+(the default), the networks run in their own thread one batch ahead of putback and the caller's encoder.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from typing import Iterator, Optional
 import numpy as np
 import torch
 
+from ..accel.stages import threaded
 from ..common.errors import InputError
 from ..common.progress import Progress, ensure
 from . import cadence
@@ -29,6 +31,7 @@ class RenderSettings:
     silence_bypass: bool = False  # the posts' final decision: dense evaluation by default
     silence_threshold: float = cadence.SILENCE_RMS
     ease_frames: int = cadence.EASE_FRAMES
+    pipelined: bool = True          # networks one batch ahead of putback, in their own thread (same frames)
 
 
 def _autocast(device: torch.device, dtype: torch.dtype):
@@ -124,14 +127,27 @@ def render(nets, avatar, source_index: np.ndarray, kp_driven: np.ndarray, rms: O
         a, b = int(plan[k - 1]), int(plan[k])
         return cadence.slerp(rendered[a][None], rendered[b][None], (i - a) / (b - a))[0]
 
-    for s in range(0, len(plan), settings.batch_size):
-        batch = plan[s:s + settings.batch_size]
-        progress.check()
-        crops = renderer(source_index[batch], kp_driven[batch])
+    def _put_back(batch, crops):
         for j, i in enumerate(batch):
             rendered[int(i)] = crops[j]
         yield from emit(int(batch[-1]) + 1)
         keep_from = int(batch[-1])
         for key in [k for k in rendered if k < keep_from]:
             del rendered[key]
+
+    def crop_batches():
+        """The networks' stage: (plan batch, its crops), one batch ahead of putback when pipelined."""
+        for s in range(0, len(plan), settings.batch_size):
+            batch = plan[s:s + settings.batch_size]
+            yield batch, renderer(source_index[batch], kp_driven[batch])
+
+    batches = threaded(crop_batches(), name="ditto-networks") if settings.pipelined else crop_batches()
+    try:
+        for batch, crops in batches:
+            progress.check()
+            yield from _put_back(batch, crops)
+    finally:
+        close = getattr(batches, "close", None)
+        if close is not None:
+            close()                     # a cancel or a closed consumer stops the networks' thread too
     yield from emit(n)

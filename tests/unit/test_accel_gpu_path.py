@@ -121,6 +121,16 @@ def dt_fp32(dt_dir):
     return _dt_chain(DittoPipeline(dt_dir))
 
 
+def test_ditto_pipelined_and_sequential_render_the_same_frames(dt_dir, dt_fp32):
+    pipeline = DittoPipeline(dt_dir)
+    avatar, _ = pipeline.prepare_avatar(portrait(), av.AvatarSettings(), None)
+    motion = dt_fp32[0]
+    motion.avatar_key = avatar.key
+    frames = torch.cat([c for _, c in pipeline.render(avatar, motion, rd.RenderSettings(batch_size=4,
+                                                                                        pipelined=False))])
+    assert torch.equal(frames, dt_fp32[1])
+
+
 def test_ditto_bf16_weights_run_every_stage(dt_dir, dt_fp32):
     pipeline = DittoPipeline(dt_dir, precision="bf16")
     assert {p.dtype for p in pipeline.nets.parameters()} == {torch.bfloat16}

@@ -1,0 +1,66 @@
+"""The loader nodes' `backend` input and the one place runners are built for a loaded model (engines/accel).
+
+A loader takes `backend` (auto and each backend); the model handle builds the runners when the model is first used
+on its compute device at a batch size (TensorRT profiles and CUDA graphs are per batch), reuses them afterwards, and
+says what runs, once, in the log and in the using node's summary text.
+"""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Callable
+
+from comfy_api.latest import io
+
+from ..engines.accel import BACKENDS, BuildOptions
+from . import comfy_bridge
+
+log = logging.getLogger("broadcast_avatar.accel")
+
+BACKEND_TOOLTIP = ("auto: the fastest that works here (TensorRT, then CUDA graphs, then eager on a GPU; ONNX Runtime, "
+                   "then eager on the CPU). A backend that cannot run falls back to eager PyTorch and the summary says "
+                   "why. TensorRT engines are built on first use into models/broadcast_tensorrt (minutes).")
+
+
+def backend_input() -> io.Combo.Input:
+    return io.Combo.Input("backend", options=list(BACKENDS), default="auto", tooltip=BACKEND_TOOLTIP)
+
+
+def check_backend(backend) -> str | None:
+    """validate_inputs' message for a bad backend (None when fine)."""
+    if backend is not None and backend not in BACKENDS:
+        return f"backend: expected one of {', '.join(BACKENDS)}, got {backend!r}."
+    return None
+
+
+def engine_root() -> Path:
+    import folder_paths
+
+    return Path(folder_paths.get_folder_paths(comfy_bridge.TRT_FOLDER)[0])
+
+
+def build_options(batch: int) -> BuildOptions:
+    bar = comfy_bridge.progress(1)
+
+    def report(done: int, total: int) -> None:          # TensorRT build phases -> the node's progress bar
+        if total:
+            bar.reset(total)
+        elif done:
+            bar.step()
+    return BuildOptions(batches=(int(batch),), cache=comfy_bridge.cache(), engine_root=engine_root(), progress=report)
+
+
+class Accelerated:
+    """Mixed into a model handle: runners built once per (device, batch), their summaries kept for the UI."""
+
+    backend = "eager"
+
+    def runners_for(self, device, batch: int, build: Callable[[BuildOptions], list]) -> list[str]:
+        key = (str(device), int(batch))
+        built = getattr(self, "_accel_built", None)
+        if built is None or built[0] != key:
+            summaries = build(build_options(batch))
+            self._accel_built = (key, summaries)
+            for line in summaries:
+                log.info("Broadcast Avatar backend: %s", line)
+        return self._accel_built[1]
