@@ -13,24 +13,20 @@ from typing import Callable
 from comfy_api.latest import io
 
 from ..engines.accel import BACKENDS, BuildOptions
+
+__all__ = ["BACKENDS", "Accelerated", "backend_input", "build_options", "engine_root"]
 from . import comfy_bridge
 
 log = logging.getLogger("broadcast_avatar.accel")
 
-BACKEND_TOOLTIP = ("auto: the fastest that works here (TensorRT, then CUDA graphs, then eager on a GPU; ONNX Runtime, "
-                   "then eager on the CPU). A backend that cannot run falls back to eager PyTorch and the summary says "
+BACKEND_TOOLTIP = ("auto: the fastest that works here (TensorRT, then CUDA graphs, then eager on a GPU; eager on the "
+                   "CPU). A backend that cannot run falls back to eager PyTorch and the summary says "
                    "why. TensorRT engines are built on first use into models/broadcast_tensorrt (minutes).")
 
 
 def backend_input() -> io.Combo.Input:
-    return io.Combo.Input("backend", options=list(BACKENDS), default="auto", tooltip=BACKEND_TOOLTIP)
-
-
-def check_backend(backend) -> str | None:
-    """validate_inputs' message for a bad backend (None when fine)."""
-    if backend is not None and backend not in BACKENDS:
-        return f"backend: expected one of {', '.join(BACKENDS)}, got {backend!r}."
-    return None
+    # optional: workflows saved before the input existed run as before (auto)
+    return io.Combo.Input("backend", options=list(BACKENDS), default="auto", tooltip=BACKEND_TOOLTIP, optional=True)
 
 
 def engine_root() -> Path:
@@ -51,16 +47,14 @@ def build_options(batch: int) -> BuildOptions:
 
 
 class Accelerated:
-    """Mixed into a model handle: runners built once per (device, batch), their summaries kept for the UI."""
+    """Mixed into a model handle: runners built once per key (device, batch, which networks), summaries kept."""
 
     backend = "eager"
 
-    def runners_for(self, device, batch: int, build: Callable[[BuildOptions], list]) -> list[str]:
-        key = (str(device), int(batch))
-        built = getattr(self, "_accel_built", None)
-        if built is None or built[0] != key:
-            summaries = build(build_options(batch))
-            self._accel_built = (key, summaries)
-            for line in summaries:
+    def runners_for(self, key: tuple, batch: int, build: Callable[[BuildOptions], list]) -> list[str]:
+        built = self.__dict__.setdefault("_accel_built", {})
+        if key not in built:
+            built[key] = build(build_options(batch))
+            for line in built[key]:
                 log.info("Broadcast Avatar backend: %s", line)
-        return self._accel_built[1]
+        return built[key]

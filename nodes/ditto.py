@@ -9,7 +9,7 @@ import logging
 from dataclasses import dataclass
 
 import numpy as np
-from comfy_api.latest import io
+from comfy_api.latest import io, ui
 
 from ..engines.common.audio import make_audio, to_mono
 from ..engines.common.errors import InputError
@@ -24,6 +24,7 @@ from ..engines.ditto.pipeline import DittoPipeline
 from ..engines.ditto.render import RenderSettings
 from ..engines.export import check_prefix
 from . import comfy_bridge, core_features, types
+from .accel import BACKENDS, Accelerated, backend_input
 from .inputs import PRECISIONS, resolve_precision, validate
 from .video_output import HIDDEN, stream_video
 
@@ -35,12 +36,21 @@ TRI_STATE = ("auto", "on", "off")
 BLINKS = ("off", "random", "fixed", "natural")
 
 
-class DittoHandle(comfy_bridge.ManagedModel):
+class DittoHandle(comfy_bridge.ManagedModel, Accelerated):
     """What flows on a BROADCAST_DITTO_MODEL link: the pipeline, its networks behind ComfyUI's model management;
-    `ready()` gives ``(pipeline, device)``."""
+    `ready()` gives ``(pipeline, device)``; `ready_for(batch)` also builds the runners of the loader's `backend` for
+    LMDM and the renderer networks (engines/accel), once per device and render batch."""
 
-    def __init__(self, pipeline: DittoPipeline, name: str):
+    def __init__(self, pipeline: DittoPipeline, name: str, backend: str = "auto"):
         super().__init__(pipeline.nets, name, engine=pipeline)
+        self.backend = backend
+        self.summary: list[str] = []
+
+    def ready_for(self, batch: int) -> tuple[DittoPipeline, object]:
+        pipeline, device = self.ready()
+        self.summary = self.runners_for((str(device), int(batch)), batch,
+                                        lambda opts: pipeline.accelerate(self.backend, opts))
+        return pipeline, device
 
     def ready(self) -> tuple[DittoPipeline, object]:
         pipeline, device = super().ready()
@@ -76,22 +86,23 @@ class BroadcastDittoLoader(io.ComfyNode):
                                tooltip="Autocast dtype of the renderer (the motion model always runs in fp32). "
                                        "auto: bf16 on a GPU that runs it well, else fp16 there, fp32 on the CPU. "
                                        "fp16 is refused on the CPU."),
+                backend_input(),
             ],
             outputs=[types.DittoModel.Output("ditto_model", display_name="ditto_model")],
         )
 
     @classmethod
-    def validate_inputs(cls, precision=None):
-        return validate(("precision", precision, PRECISIONS))
+    def validate_inputs(cls, precision=None, backend=None):
+        return validate(("precision", precision, PRECISIONS), ("backend", backend, BACKENDS))
 
     @classmethod
-    def execute(cls, model_name, precision) -> io.NodeOutput:
+    def execute(cls, model_name, precision, backend="auto") -> io.NodeOutput:
         folder = comfy_bridge.model_dir(FAMILY, model_name)
         device = comfy_bridge.torch_device()
         chosen = resolve_precision(precision, device, supported=DittoPipeline.PRECISIONS)
         pipeline = DittoPipeline(folder, device=device, precision=chosen)
-        log.info("Broadcast Ditto: loaded %s (%s)", model_name, chosen)
-        return io.NodeOutput(DittoHandle(pipeline, model_name))
+        log.info("Broadcast Ditto: loaded %s (%s, backend %s, built on first render)", model_name, chosen, backend)
+        return io.NodeOutput(DittoHandle(pipeline, model_name, backend))
 
 
 class BroadcastDittoAvatar(io.ComfyNode):
@@ -313,13 +324,14 @@ class BroadcastDittoRender(io.ComfyNode):
             if motion.audio16k is None:
                 raise InputError("audio", "speech (connect it, or make the motion from audio features)", "none")
             audio = make_audio(motion.audio16k, SAMPLE_RATE)
-        pipeline, _ = ditto_model.ready()
+        pipeline, _ = ditto_model.ready_for(int(batch_size))
         settings = RenderSettings(batch_size=int(batch_size), stride=int(cadence_stride),
                                   silence_bypass=bool(silence_bypass), silence_threshold=float(silence_threshold),
                                   ease_frames=int(ease_frames))
         progress = comfy_bridge.progress(len(motion.kp_driven))
         if not stream_to_file:
-            return io.NodeOutput(pipeline.render_frames(avatar, motion, settings, progress), audio, "")
+            return io.NodeOutput(pipeline.render_frames(avatar, motion, settings, progress), audio, "",
+                                 ui=ui.PreviewText("\n".join(ditto_model.summary)))
         video = stream_video(cls, pipeline.render(avatar, motion, settings, progress), motion.fps, filename_prefix,
                              audio)
         return io.NodeOutput(video.last_frame, audio, video.path, ui=video.ui)

@@ -18,6 +18,7 @@ from ..engines.common.loop_modes import LEGACY_LOOP_MODES, LOOP_MODES
 from ..engines.export.paths import check_prefix
 from ..engines.musetalk.face_track import HaarDetector, parse_box, track_faces, track_from_box, track_from_masks
 from ..engines.musetalk.face_track import preview as track_preview
+from ..engines.musetalk.accel import accelerate_musetalk
 from ..engines.musetalk.avatar import CropSettings, build_avatar
 from ..engines.musetalk.blend import MouthEllipse
 from ..engines.musetalk.cadence import VELOCITY_THRESHOLD
@@ -25,6 +26,7 @@ from ..engines.musetalk.lipsync import (BLEND_MODES, MAX_STRIDE, STRIDE_MODES, L
                                         lipsync_chunks)
 from ..engines.musetalk.loader import describe, load_musetalk
 from . import comfy_bridge, core_features, types
+from .accel import BACKENDS, Accelerated, backend_input
 from .inputs import PRECISIONS, resolve_dtype, validate
 from .video_output import HIDDEN, stream_video
 
@@ -35,12 +37,21 @@ DETECTOR_FAMILIES = ("musetalk", "ditto")   # model folders searched for an SCRF
 BUILTIN_DETECTORS = ("auto", "haar")
 
 
-class MuseTalkHandle(comfy_bridge.ManagedModel):
+class MuseTalkHandle(comfy_bridge.ManagedModel, Accelerated):
     """What flows on a BROADCAST_MUSETALK_MODEL link: UNet + VAE + Whisper encoder behind ComfyUI's model
-    management; `ready()` gives ``(nets, device)``."""
+    management; `ready()` gives ``(nets, device)``; `ready_for(batch)` also builds the runners of the loader's
+    `backend` for the UNet and the VAE decoder (engines/accel), once per device and batch."""
 
-    def __init__(self, nets, name: str):
+    def __init__(self, nets, name: str, backend: str = "auto"):
         super().__init__(nets, name)
+        self.backend = backend
+        self.summary: list[str] = []
+
+    def ready_for(self, batch: int):
+        nets, device = self.ready()
+        self.summary = self.runners_for((str(device), int(batch)), batch,
+                                        lambda opts: accelerate_musetalk(nets, self.backend, opts))
+        return nets, device
 
 
 def detector_files() -> list[str]:
@@ -109,20 +120,22 @@ class BroadcastMuseTalkLoader(io.ComfyNode):
                 io.Combo.Input("precision", options=list(PRECISIONS), default="auto",
                                tooltip="Weights and compute dtype. auto: bf16 on a GPU that runs it well, else fp16 "
                                        "there, fp32 on the CPU (half precision is very slow on CPUs)."),
+                backend_input(),
             ],
             outputs=[types.MuseTalkModel.Output("musetalk_model", display_name="musetalk_model")],
         )
 
     @classmethod
-    def validate_inputs(cls, precision=None):
-        return validate(("precision", precision, PRECISIONS))
+    def validate_inputs(cls, precision=None, backend=None):
+        return validate(("precision", precision, PRECISIONS), ("backend", backend, BACKENDS))
 
     @classmethod
-    def execute(cls, model_name, precision) -> io.NodeOutput:
+    def execute(cls, model_name, precision, backend="auto") -> io.NodeOutput:
         folder = comfy_bridge.model_dir(FAMILY, model_name)
         nets = load_musetalk(folder, resolve_dtype(precision, comfy_bridge.torch_device()))
-        log.info("Broadcast MuseTalk: loaded %s from %s", describe(nets), model_name)
-        return io.NodeOutput(MuseTalkHandle(nets, model_name))
+        log.info("Broadcast MuseTalk: loaded %s from %s (backend %s, built on first use)", describe(nets),
+                 model_name, backend)
+        return io.NodeOutput(MuseTalkHandle(nets, model_name, backend))
 
 
 class BroadcastFaceTrack(io.ComfyNode):
@@ -301,13 +314,14 @@ class BroadcastMuseTalkLipSync(io.ComfyNode):
                                    loop_mode=loop_mode, blend=blend, stride_mode=stride_mode,
                                    max_stride=int(max_stride), velocity_threshold=float(velocity_threshold))
         out_fps = float(settings.fps or avatar.fps)
-        nets, device = musetalk_model.ready()
+        nets, device = musetalk_model.ready_for(settings.batch_size)
         stats = LipSyncStats()
         if not stream_to_file:
             frames = lipsync(nets, avatar, audio, settings, device=device, progress=comfy_bridge.progress(1),
                              stats=stats)
             log.info("Broadcast MuseTalk Lip Sync: %s", stats.summary())
-            return io.NodeOutput(frames, audio, out_fps, "", ui=ui.PreviewText(stats.summary()))
+            text = "\n".join([stats.summary(), *musetalk_model.summary])    # what ran, and on which backend
+            return io.NodeOutput(frames, audio, out_fps, "", ui=ui.PreviewText(text))
         chunks = lipsync_chunks(nets, avatar, audio, settings, device=device, progress=comfy_bridge.progress(1),
                                 stats=stats)
         video = stream_video(cls, chunks, out_fps, filename_prefix, audio)

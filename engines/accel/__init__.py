@@ -2,7 +2,6 @@
 from .backends import (AUTO_ORDER, BACKENDS, BackendUnavailable, BuildOptions, Runner, accelerate, check_backend,
                        cosine)
 from .network import Network
-from .precision import DTYPES, PRECISIONS, dtype_of
 
 __all__ = ["AUTO_ORDER", "BACKENDS", "BackendUnavailable", "BuildOptions", "Runner", "accelerate", "check_backend",
-           "cosine", "Network", "DTYPES", "PRECISIONS", "dtype_of"]
+           "cosine", "Network"]

@@ -30,8 +30,10 @@ from .precision import name_of
 log = logging.getLogger("broadcast_avatar.accel")
 
 BACKENDS = ("auto", "eager", "compile", "cudagraphs", "onnxruntime", "tensorrt")
-# Fastest first, as measured by benchmarks/bench_accel.py (CPU) and benchmarks/gpu_accel.py (CUDA); see docs/accel.md.
-AUTO_ORDER = {"cuda": ("tensorrt", "cudagraphs", "eager"), "cpu": ("onnxruntime", "eager")}
+# Fastest first. CUDA: the posts' order (TensorRT, then graph-captured eager), to be confirmed by
+# benchmarks/gpu_accel.py. CPU: eager until benchmarks/bench_accel.py shows another backend faster at full size on
+# the machine (docs/accel.md); onnxruntime and compile stay one explicit choice away.
+AUTO_ORDER = {"cuda": ("tensorrt", "cudagraphs", "eager"), "cpu": ("eager",)}
 PARITY_MIN = 0.999
 
 
@@ -169,7 +171,7 @@ class _OrtRunner:
         xs = [x.contiguous() for x in place(inputs, device, self.dtype)]
         binding = self.session.io_binding()
         for n, x in zip(self.net.input_names, xs):
-            binding.bind_input(n, "cuda", device.index or 0, np.dtype(_ORT_TYPES[x.dtype]), tuple(x.shape),
+            binding.bind_input(n, "cuda", device.index or 0, getattr(np, _ORT_TYPES[x.dtype]), tuple(x.shape),
                                x.data_ptr())
         b = xs[0].shape[0]
         if b not in self.out_shapes:
@@ -179,7 +181,7 @@ class _OrtRunner:
         outs = []
         for n, (shape, dt) in zip(self.net.output_names, self.out_shapes[b]):
             o = torch.empty(shape, dtype=dt, device=device)
-            binding.bind_output(n, "cuda", device.index or 0, np.dtype(_ORT_TYPES[dt]), shape, o.data_ptr())
+            binding.bind_output(n, "cuda", device.index or 0, getattr(np, _ORT_TYPES[dt]), shape, o.data_ptr())
             outs.append(o)
         torch.cuda.current_stream(device).synchronize()
         self.session.run_with_iobinding(binding)

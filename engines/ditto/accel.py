@@ -7,6 +7,7 @@ loaded networks, so the same description serves upstream's sizes and the tests' 
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Optional
 
 import torch
@@ -82,8 +83,11 @@ def accelerate_ditto(nets, backend: str = "auto", opts: Optional[BuildOptions] =
     """Build runners for `which` into ``nets.runners`` (the rest stay eager); returns their summaries."""
     descriptions = networks(nets, guidance, weights_id)
     runners = dict(getattr(nets, "runners", {}) or {})
+    opts = opts or BuildOptions()
     for name in which:
-        runners[name] = accelerate(descriptions[name], backend, opts)
+        # LMDM samples one window at a time: its profile / graph is batch 1 whatever the render batch is
+        runners[name] = accelerate(descriptions[name], backend,
+                                   replace(opts, batches=(1,)) if name == "lmdm" else opts)
     nets.runners = runners
     return [runners[n].summary for n in which]
 

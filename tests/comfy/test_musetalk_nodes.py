@@ -215,3 +215,14 @@ def test_bad_stride_settings_are_refused(comfy, inputs):
     with pytest.raises(PromptFailed, match="max_stride"):
         comfy.run(chain(loop_file, speech_file, export_prefix="broadcast/musetalk_adaptive",
                         lipsync={"stride": 3, "stride_mode": "adaptive", "max_stride": 2}))
+
+
+def test_backend_choice_is_shown_and_a_missing_tensorrt_falls_back_by_name(comfy, inputs):
+    loop_file, speech_file = inputs
+    prompt = chain(loop_file, speech_file, export_prefix=None)
+    prompt["3"]["inputs"]["backend"] = "tensorrt"
+    entry = comfy.run(prompt)
+    text = entry["outputs"]["6"]["text"][0]
+    assert "musetalk_unet: eager" in text and "musetalk_vae_decoder: eager" in text
+    assert "not used: tensorrt: TensorRT is not installed" in text
+    assert comfy.object_info()["BroadcastMuseTalkLoader"]["input"]["optional"]["backend"][1]["default"] == "auto"

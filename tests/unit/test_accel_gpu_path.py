@@ -13,16 +13,16 @@ from engines.accel import BuildOptions, cosine
 from engines.accel.audit import audit_devices, move_weights
 from engines.common.audio import to_mono
 from engines.common.cache import ContentCache
-from engines.ditto import avatar as av
-from engines.ditto import keypoints as kps
-from engines.ditto import motion as mo
-from engines.ditto import render as rd
+from engines.ditto.avatar import AvatarSettings
+from engines.ditto.keypoints import DriveSettings
+from engines.ditto.motion import MotionSettings
+from engines.ditto.render import RenderSettings
 from engines.ditto.accel import accelerate_ditto, networks as ditto_networks
 from engines.ditto.pipeline import DittoPipeline
 from engines.musetalk.accel import accelerate_musetalk
 from engines.musetalk.avatar import build_avatar
 from engines.musetalk.face_track import HaarDetector, track_faces
-from engines.musetalk.lipsync import LipSyncSettings, lipsync
+from engines.musetalk.lipsync import LipSyncSettings, lipsync, lipsync_chunks
 from engines.musetalk.loader import load_musetalk
 from tests.fixtures.tiny_ditto import build_tiny_ditto, portrait, speech
 from tests.fixtures.tiny_musetalk import astronaut_loop, build_tiny_musetalk, speech_like
@@ -69,11 +69,11 @@ def test_musetalk_low_precision_runs_the_gpu_code(mt_dir, mt_loop, mt_fp32, dtyp
 
 def test_musetalk_pipelined_and_sequential_render_the_same_frames(mt_fp32):
     nets, avatar, frames = mt_fp32                     # LipSyncSettings() is pipelined by default
-    chunks, times = [], {}
-    lipsync(nets, avatar, speech_like(0.6), LipSyncSettings(batch_size=4, pipelined=False), sink=chunks.append,
-            stage_times=times)
+    times = {}
+    chunks = list(lipsync_chunks(nets, avatar, speech_like(0.6), LipSyncSettings(batch_size=4, pipelined=False),
+                                 stage_times=times))
     assert torch.equal(torch.cat(chunks), frames)
-    assert set(times) == {"audio", "unet", "vae", "paste", "sink"}
+    assert set(times) == {"audio", "unet", "vae", "paste"}
 
 
 def test_musetalk_onnxruntime_backend_renders_the_eager_frames(mt_dir, mt_loop, mt_fp32, tmp_path):
@@ -88,13 +88,15 @@ def test_musetalk_weights_elsewhere_mix_no_devices(mt_dir, mt_loop):
     frames, track = mt_loop
     avatar = build_avatar(nets, frames, track, FPS)
     move_weights(nets, "meta")
+    # sequential: a dispatch mode is per thread, and the pipelined order runs the same stage code in worker threads
     with audit_devices() as audit:
-        out = lipsync(nets, avatar, speech_like(0.6), LipSyncSettings(batch_size=4))
+        out = lipsync(nets, avatar, speech_like(0.6), LipSyncSettings(batch_size=4, pipelined=False))
     assert dict(audit.mixed) == {} and out.shape[0] == 6
     # control: told the wrong device, the same run mixes devices and the audit (or the op) says so
     with audit_devices() as audit:
         try:
-            lipsync(nets, avatar, speech_like(0.6), LipSyncSettings(batch_size=4), device=torch.device("cpu"))
+            lipsync(nets, avatar, speech_like(0.6), LipSyncSettings(batch_size=4, pipelined=False),
+                    device=torch.device("cpu"))
             caught = False
         except RuntimeError as exc:
             caught = "device" in str(exc)
@@ -108,11 +110,11 @@ def dt_dir(tmp_path_factory):
 
 
 def _dt_chain(pipeline, seconds=1.0):
-    avatar, _ = pipeline.prepare_avatar(portrait(), av.AvatarSettings(), None)
+    avatar, _ = pipeline.prepare_avatar(portrait(), AvatarSettings(), None)
     wav, _ = to_mono(speech(seconds), 16000)
     feats = pipeline.audio_features(wav, None)
-    motion = pipeline.motion(avatar, feats, mo.MotionSettings(steps=4, seed=3, overlap=5), kps.DriveSettings(), wav)
-    frames = torch.cat([c for _, c in pipeline.render(avatar, motion, rd.RenderSettings(batch_size=4))])
+    motion = pipeline.motion(avatar, feats, MotionSettings(steps=4, seed=3, overlap=5), DriveSettings(), wav)
+    frames = torch.cat(list(pipeline.render(avatar, motion, RenderSettings(batch_size=4))))
     return motion, frames
 
 
@@ -123,17 +125,21 @@ def dt_fp32(dt_dir):
 
 def test_ditto_pipelined_and_sequential_render_the_same_frames(dt_dir, dt_fp32):
     pipeline = DittoPipeline(dt_dir)
-    avatar, _ = pipeline.prepare_avatar(portrait(), av.AvatarSettings(), None)
+    avatar, _ = pipeline.prepare_avatar(portrait(), AvatarSettings(), None)
     motion = dt_fp32[0]
     motion.avatar_key = avatar.key
-    frames = torch.cat([c for _, c in pipeline.render(avatar, motion, rd.RenderSettings(batch_size=4,
-                                                                                        pipelined=False))])
+    frames = torch.cat(list(pipeline.render(avatar, motion, RenderSettings(batch_size=4, pipelined=False))))
     assert torch.equal(frames, dt_fp32[1])
 
 
-def test_ditto_bf16_weights_run_every_stage(dt_dir, dt_fp32):
+@pytest.mark.parametrize("cast_weights", [False, True])
+def test_ditto_bf16_runs_every_stage(dt_dir, dt_fp32, cast_weights):
+    """precision bf16 (the renderer under bf16 autocast), and the networks' weights themselves cast to bf16 (what
+    once failed: LMDM fed fp32 samples after its first step, the renderer fed fp32 inputs)."""
     pipeline = DittoPipeline(dt_dir, precision="bf16")
-    assert {p.dtype for p in pipeline.nets.parameters()} == {torch.bfloat16}
+    if cast_weights:
+        pipeline.nets.to(torch.bfloat16)
+        assert pipeline.weights_dtype == torch.bfloat16
     motion, frames = _dt_chain(pipeline)
     assert frames.shape == dt_fp32[1].shape and frames.dtype == torch.float32
     diff = (frames - dt_fp32[1]).abs()
@@ -172,15 +178,15 @@ def test_ditto_accelerated_chain_matches_eager(dt_dir, dt_fp32, tmp_path):
 
 def test_ditto_weights_elsewhere_mix_no_devices(dt_dir):
     pipeline = DittoPipeline(dt_dir)
-    avatar, _ = pipeline.prepare_avatar(portrait(), av.AvatarSettings(), None)
+    avatar, _ = pipeline.prepare_avatar(portrait(), AvatarSettings(), None)
     wav, _ = to_mono(speech(0.8), 16000)
     feats = pipeline.audio_features(wav, None)
     move_weights(pipeline.nets, "meta")
     pipeline.device = torch.device("meta")           # as a GPU user's pipeline runs on "cuda"
     with audit_devices() as audit:
-        motion = pipeline.motion(avatar, feats, mo.MotionSettings(steps=2, seed=3, overlap=5), kps.DriveSettings(),
+        motion = pipeline.motion(avatar, feats, MotionSettings(steps=2, seed=3, overlap=5), DriveSettings(),
                                  wav)
-        chunks = list(pipeline.render(avatar, motion, rd.RenderSettings(batch_size=4)))
-        pipeline.prepare_avatar(portrait(), av.AvatarSettings(), None)
+        chunks = list(pipeline.render(avatar, motion, RenderSettings(batch_size=4, pipelined=False)))
+        pipeline.prepare_avatar(portrait(), AvatarSettings(), None)
     assert dict(audit.mixed) == {}
-    assert sum(c.shape[0] for _, c in chunks) == len(motion.kp_driven)
+    assert sum(c.shape[0] for c in chunks) == len(motion.kp_driven)
