@@ -219,7 +219,7 @@ def test_bad_stride_settings_are_refused(comfy, inputs):
 
 def test_backend_choice_is_shown_and_a_missing_tensorrt_falls_back_by_name(comfy, inputs):
     loop_file, speech_file = inputs
-    prompt = chain(loop_file, speech_file, export_prefix=None)
+    prompt = chain(loop_file, speech_file, export_prefix="broadcast/musetalk_backend")
     prompt["3"]["inputs"]["backend"] = "tensorrt"
     entry = comfy.run(prompt)
     text = entry["outputs"]["6"]["text"][0]
