@@ -65,7 +65,7 @@ _ba_build() (
   fi
 
   # 2. The ComfyUI tree the tests run against (only when the user gave none).
-  if [ ! -f "$COMFYUI_PATH/main.py" ] && [ "$COMFYUI_PATH" = "$BA_CACHE/comfyui-0.33.0-$_ba_tar_key" ]; then
+  if [ ! -f "$COMFYUI_PATH/main.py" ] && [ "$COMFYUI_PATH" = "$BA_CACHE/comfyui-0.33.0-${_ba_tar_key:-}" ]; then
     _ba_log "unpacking ComfyUI 0.33.0 from $BA_CORE_TARBALL"
     tmp=$(mktemp -d)
     tar -xzf "$BA_CORE_TARBALL" -C "$tmp"
