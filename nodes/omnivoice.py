@@ -146,26 +146,15 @@ class BroadcastVoicePrompt(io.ComfyNode):
                 save_as, reference_audio=None) -> io.NodeOutput:
         loaded, _ = omnivoice_model.ready()
         name = _save_name(save_as)
-        if saved_voice and saved_voice != VOICE_NONE:
-            path = voices_dir() / f"{saved_voice}{ov_prompt.FILE_SUFFIX}"
-            if not path.is_file():
-                raise InputError("saved_voice", "a prompt file in models/omnivoice_voices", f"'{saved_voice}' "
-                                 "(not found)", "Refresh the node list, or build the prompt from a reference.")
-            prompt = ov_prompt.load_prompt(path)
-        else:
-            if reference_audio is None:
-                raise InputError("reference_audio", "a reference clip (or a saved_voice)", "nothing connected")
-            samples, _ = to_mono(reference_audio, loaded.sample_rate, "reference_audio")
-            ov_prompt.check_reference(samples, loaded.sample_rate)
-            text = reference_text.strip()
-            if not text:
-                if whisper_model == WHISPER_NONE:
-                    ov_prompt.check_transcript(text)
-                text = transcribe_reference(whisper_model, samples, loaded.sample_rate, reference_language)
-            prompt, _hit = ov_prompt.build_prompt(loaded, samples, text, trim_silence, cache=cache())
-        ov_prompt.check_compatible(prompt, loaded)
-        if name:
-            ov_prompt.save_prompt(prompt, voices_dir() / f"{name}{ov_prompt.FILE_SUFFIX}")
+        saved = saved_voice if saved_voice and saved_voice != VOICE_NONE else None
+        reference = to_mono(reference_audio, loaded.sample_rate, "reference_audio")[0] \
+            if reference_audio is not None and saved is None else None
+        transcribe = None if whisper_model == WHISPER_NONE else (
+            lambda samples: transcribe_reference(whisper_model, samples, loaded.sample_rate, reference_language))
+        prompt = ov_prompt.voice_prompt(
+            loaded, saved_path=voices_dir() / f"{saved}{ov_prompt.FILE_SUFFIX}" if saved else None,
+            reference=reference, ref_text=reference_text, transcribe=transcribe, trim_silence=trim_silence,
+            cache=cache(), save_path=voices_dir() / f"{name}{ov_prompt.FILE_SUFFIX}" if name else None)
         return io.NodeOutput(prompt, prompt.ref_text)
 
 

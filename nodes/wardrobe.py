@@ -351,21 +351,10 @@ class BroadcastMaskSequenceCache(io.ComfyNode):
     def execute(cls, images, prompt, mode, masks=None, masks_2=None) -> io.NodeOutput:
         imgs = as_images(images, "images")
         key = cls._key(imgs, prompt)
-        store = cache()
-        loaded = maskcache.load_masks(store, key) if mode != "refresh" else None
-        if loaded is None:
-            if masks is None:
-                raise InputError("masks", "masks to store (the cache entry is missing or unreadable)", "nothing",
-                                 "Queue the workflow again: the segmenter will run this time.")
-            given = [as_masks(masks, "masks")] + ([as_masks(masks_2, "masks_2")] if masks_2 is not None else [])
-            for name, m in zip(("masks", "masks_2"), given):
-                if m.shape[0] != imgs.shape[0] or tuple(m.shape[1:]) != tuple(imgs.shape[1:3]):
-                    raise InputError(name, f"{imgs.shape[0]} masks of {imgs.shape[2]}x{imgs.shape[1]} (one per frame)",
-                                     f"{m.shape[0]} of {m.shape[2]}x{m.shape[1]}")
-            loaded = maskcache.store_masks(store, key, given + [None] * (2 - len(given)),
-                                           {"prompt": prompt})
-        first = loaded[0]
-        second = loaded[1] if len(loaded) > 1 and loaded[1] is not None else first.new_zeros(first.shape)
+        given = (as_masks(masks, "masks") if masks is not None else None,
+                 as_masks(masks_2, "masks_2") if masks_2 is not None else None)
+        first, second = maskcache.masks_for(cache(), key, imgs.shape, given, refresh=mode == "refresh",
+                                            meta={"prompt": prompt})
         return io.NodeOutput(first, second, key)
 
 

@@ -158,3 +158,33 @@ def check_compatible(prompt: VoicePrompt, loaded, input_name: str = "voice_promp
                          "a prompt from another OmniVoice tokenizer", "Rebuild the prompt from its reference audio.")
     if prompt.tokens.shape[0] != loaded.num_codebooks:
         raise InputError(input_name, f"{loaded.num_codebooks} codebooks", f"{prompt.tokens.shape[0]}")
+
+
+def voice_prompt(loaded, *, saved_path: Optional[Path] = None, reference: Optional[np.ndarray] = None,
+                 ref_text: str = "", transcribe=None, trim_silence: bool = True,
+                 cache: Optional[ContentCache] = None, save_path: Optional[Path] = None) -> VoicePrompt:
+    """The Voice Prompt node's job: a saved prompt, or one built from a mono reference at the model's rate.
+
+    ``transcribe(samples)`` supplies the transcript when ``ref_text`` is empty (a local Whisper; None: the transcript
+    is required). The prompt must suit ``loaded``'s tokenizer; with ``save_path`` it is also saved under a name.
+    """
+    if saved_path is not None:
+        if not Path(saved_path).is_file():
+            raise InputError("saved_voice", "a prompt file in models/omnivoice_voices",
+                             f"'{Path(saved_path).stem}' (not found)",
+                             "Refresh the node list, or build the prompt from a reference.")
+        prompt = load_prompt(saved_path)
+    else:
+        if reference is None:
+            raise InputError("reference_audio", "a reference clip (or a saved_voice)", "nothing connected")
+        check_reference(reference, loaded.sample_rate)
+        text = (ref_text or "").strip()
+        if not text:
+            if transcribe is None:
+                check_transcript(text)
+            text = transcribe(reference)
+        prompt, _hit = build_prompt(loaded, reference, text, trim_silence, cache=cache)
+    check_compatible(prompt, loaded)
+    if save_path is not None:
+        save_prompt(prompt, save_path)
+    return prompt

@@ -99,3 +99,26 @@ def has_masks(cache: ContentCache, key: str) -> bool:
     """Cheap existence test used before deciding whether the segmenter must run."""
     # A full (memory-mapped) load, so a corrupt entry is removed now and counts as a miss, not later as an error.
     return cache.load(NAMESPACE, key, VERSION) is not None
+
+
+def masks_for(cache: ContentCache, key: str, frames_shape: Sequence[int], given: Sequence[Optional[torch.Tensor]],
+              refresh: bool = False, meta: Optional[dict] = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The Mask Sequence Cache node's job: the entry under ``key``, or ``given`` checked and stored on a miss.
+
+    ``frames_shape`` is the source frames' ``[F, H, W, C]``; ``given`` the (masks, masks_2) inputs, None where not
+    evaluated or not linked. Returns the two mask sequences (the second zeros when only one was stored).
+    """
+    loaded = None if refresh else load_masks(cache, key)
+    if loaded is None:
+        if given[0] is None:
+            raise InputError("masks", "masks to store (the cache entry is missing or unreadable)", "nothing",
+                             "Queue the workflow again: the segmenter will run this time.")
+        frames, height, width = int(frames_shape[0]), int(frames_shape[1]), int(frames_shape[2])
+        for name, m in zip(("masks", "masks_2"), given):
+            if m is not None and (m.shape[0] != frames or tuple(m.shape[1:]) != (height, width)):
+                raise InputError(name, f"{frames} masks of {width}x{height} (one per frame)",
+                                 f"{m.shape[0]} of {m.shape[2]}x{m.shape[1]}")
+        loaded = store_masks(cache, key, list(given), meta)
+    first = loaded[0]
+    second = loaded[1] if len(loaded) > 1 and loaded[1] is not None else first.new_zeros(first.shape)
+    return first, second

@@ -30,6 +30,15 @@ HOOKS_JS = """() => {
     });
 }"""
 
+# Re-read the node definitions (model and media combos) the page fetched when it opened: a case writes its models and
+# media after that, as a user who adds files while the editor is open presses "r". 1.49 has reloadNodeDefs; 1.32 only
+# refreshComboInNodes. Their "updated" toasts say nothing about a workflow, so the captured toasts are cleared.
+REFRESH_DEFS_JS = """async () => {
+    if (typeof app.reloadNodeDefs === "function") await app.reloadNodeDefs(); else await app.refreshComboInNodes();
+    await new Promise(r => setTimeout(r, 100));
+    window.__ba.toasts = [];
+}"""
+
 LOAD_JS = """async ([wf, name]) => {
     const registered = window.LiteGraph.registered_node_types;
     const types = (wf.nodes || []).map(n => n.type);

@@ -117,6 +117,7 @@ def test_workflow_loads_and_runs_from_the_editor(path, page, comfy, tmp_path):
     runs = case.runs_on_test_comfy and not expected
     # Like a user who has the models and media: they exist before the editor loads the file.
     overrides = case.prepare(comfy)
+    page_.evaluate(frontend.REFRESH_DEFS_JS)  # the page opened before the case wrote its files
     # The editor previews the media a loader names; a name the case overrides (or a load-only workflow's media)
     # is not in the input folder, and that preview's 404 says nothing about the workflow.
     log.benign_404 = "/api/view?type=input"

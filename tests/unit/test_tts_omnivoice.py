@@ -183,3 +183,20 @@ def test_empty_or_nan_clips_are_reported_with_the_setting_to_change(loaded, monk
     monkeypatch.setattr(loaded.model, "generate", lambda text, **_: [clip for _ in text])
     with pytest.raises(InputError, match=message):
         ov_speak.speak(loaded, prepare_text("Good evening and welcome.", "en"), prompt, ov_speak.SpeakSettings())
+
+
+def test_voice_prompt_loads_a_saved_one_or_builds_transcribes_and_saves(loaded, tmp_path):
+    ref = reference_voice(2.0)
+    saved = tmp_path / "voices" / "anchor.safetensors"
+    heard = []
+    built = ov_prompt.voice_prompt(loaded, reference=ref, transcribe=lambda s: heard.append(len(s)) or REF_TEXT,
+                                   save_path=saved)
+    assert heard == [len(ref)] and built.ref_text == REF_TEXT and saved.is_file()
+    back = ov_prompt.voice_prompt(loaded, saved_path=saved, reference=None)
+    assert torch.equal(back.tokens, built.tokens)
+    with pytest.raises(InputError, match="saved_voice.*'missing' \\(not found\\)"):
+        ov_prompt.voice_prompt(loaded, saved_path=tmp_path / "voices" / "missing.safetensors")
+    with pytest.raises(InputError, match="reference_audio"):
+        ov_prompt.voice_prompt(loaded)
+    with pytest.raises(InputError, match="reference_text"):  # no transcript and no Whisper to make one
+        ov_prompt.voice_prompt(loaded, reference=ref, ref_text=" ")

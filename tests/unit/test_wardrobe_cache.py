@@ -1,7 +1,9 @@
 """Mask sequence cache: lossless, keyed by frames + prompt + params, corrupt entries are misses."""
+import pytest
 import torch
 
 from engines.common.cache import ContentCache
+from engines.common.errors import InputError
 from engines.wardrobe import maskcache as MC
 
 
@@ -47,3 +49,23 @@ def test_reused_memory_is_never_a_stale_key():
         keys.add(MC.mask_key(frames, "p", ""))
         del frames
     assert len(keys) == 4
+
+
+def test_masks_for_stores_on_a_miss_reads_on_a_hit_and_checks_the_masks(tmp_path):
+    cache = ContentCache(tmp_path)
+    frames = torch.rand(3, 6, 8, 3)
+    key = MC.mask_key(frames, "dress", "graph")
+    masks = (torch.rand(3, 6, 8) > 0.5).float()
+    first, second = MC.masks_for(cache, key, frames.shape, (masks, None))
+    assert torch.equal(first, masks) and torch.equal(second, torch.zeros_like(masks))  # unused slot: zeros
+    # On a hit the segmenter was not evaluated: nothing is given, the entry answers.
+    again, _ = MC.masks_for(cache, key, frames.shape, (None, None))
+    assert torch.equal(again, masks)
+    # refresh overwrites; a miss with nothing to store, or masks that do not fit the frames, is refused by name.
+    other = 1 - masks
+    assert torch.equal(MC.masks_for(cache, key, frames.shape, (other, None), refresh=True)[0], other)
+    with pytest.raises(InputError, match="masks.*missing or unreadable"):
+        MC.masks_for(cache, "0" * 64, frames.shape, (None, None))
+    with pytest.raises(InputError, match=r"masks_2.*3 masks of 8x6"):
+        MC.masks_for(cache, "1" * 64, frames.shape, (masks, torch.zeros(2, 6, 8)))
+    assert MC.load_masks(cache, "1" * 64) is None  # nothing stored half-way
