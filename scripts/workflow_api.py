@@ -114,6 +114,15 @@ def combo_choices(spec: list) -> Optional[list]:
     return None
 
 
+def widget_default(spec: list) -> Any:
+    """The value the editor gives a widget that has none saved: the schema's default, else a combo's first choice."""
+    opts = spec_options(spec)
+    if "default" in opts:
+        return opts["default"]
+    choices = combo_choices(spec)
+    return choices[0] if choices else None
+
+
 def is_widget(spec: list) -> bool:
     return spec_type(spec) in WIDGET_TYPES and not spec_options(spec).get("forceInput")
 
@@ -223,6 +232,12 @@ def _node_inputs(node: dict, object_info: dict, source) -> dict:
                 inputs[name] = value
         elif has_value:
             inputs[name] = value
+        elif is_widget(spec) and name not in linked:
+            # A file saved before the node gained this input: the editor gives the new widget its default and
+            # sends it (optional ones too), so the runner does the same.
+            default = widget_default(spec)
+            if default is not None:
+                inputs[name] = default
     # The editor adds the upload button of a combo after the node's last input (V3 nodes with more than one
     # widget), so its saved value can also come last.
     while queue and uploads_after > 0 and queue[-1] in ("image", "video", "audio", "upload", None):

@@ -126,3 +126,14 @@ def test_ui_to_api_skips_an_upload_button_saved_after_the_last_input():
     assert prompt["1"]["inputs"] == {"video": "a.mp4", "frame_cap": 0, "fps": 25.0}
     with pytest.raises(WorkflowError, match="do not match"):
         ui_to_api(_ui([_node(1, "Loader", ["a.mp4", 0, 25.0, "image", "image"])], []), info)
+
+
+def test_ui_to_api_gives_widgets_a_file_predates_their_defaults_as_the_editor_does():
+    """A file saved before a node gained an input: the editor sends the new widget's default (optional ones too)."""
+    info = {"Loader": {"input": {"required": {"model_name": ["COMBO", {"options": ["m1", "m2"]}],
+                                              "precision": [["auto", "fp32"], {}]},
+                                 "optional": {"backend": ["COMBO", {"options": ["auto", "eager"], "default": "auto"}],
+                                              "flavour": [["a", "b"], {}],
+                                              "images": ["IMAGE", {}]}}}}
+    prompt = ui_to_api(_ui([_node(1, "Loader", widgets=["m2"])], []), info)
+    assert prompt["1"]["inputs"] == {"model_name": "m2", "precision": "auto", "backend": "auto", "flavour": "a"}
