@@ -25,6 +25,8 @@ from ..engines.musetalk.cadence import VELOCITY_THRESHOLD
 from ..engines.musetalk.lipsync import (BLEND_MODES, MAX_STRIDE, STRIDE_MODES, LipSyncSettings, LipSyncStats, lipsync,
                                         lipsync_chunks)
 from ..engines.musetalk.loader import describe, load_musetalk
+from ..engines.musetalk.viseme import DEFAULT_CAPACITY as VISEME_CAPACITY, MAX_CAPACITY as VISEME_MAX_CAPACITY
+from ..engines.musetalk.viseme import MAX_THRESHOLD as VISEME_MAX_THRESHOLD, OFF as VISEME_OFF
 from . import comfy_bridge, core_features, types
 from .accel import BACKENDS, Accelerated, backend_input
 from .inputs import PRECISIONS, resolve_dtype, validate
@@ -290,6 +292,20 @@ class BroadcastMuseTalkLipSync(io.ComfyNode):
                                tooltip="adaptive: audio velocity (mean absolute change of a frame's Whisper window "
                                        "mean from the previous frame's) above which a span counts as fast. 0.065 "
                                        "suits whisper-tiny; lower = more keyframes."),
+                io.Int.Input("viseme_threshold", default=VISEME_OFF, min=VISEME_OFF, max=VISEME_MAX_THRESHOLD, step=1,
+                             optional=True,
+                             tooltip="Viseme cache: a keyframe whose audio window repeats reuses the mouth made "
+                                     "for it, skipping the UNet and the VAE (looped scripts, repeated phrases, "
+                                     "pauses). -1 = off; 0 = exact (only an identical window on the same loop "
+                                     "frame: the output is bit-identical to no cache); 1-32 = the most bits (of a "
+                                     "64-bit SimHash of the window) two sounds may differ by; 2 is near-duplicate "
+                                     "sounds only, higher reuses more and follows the speech less. The summary "
+                                     "shows the hit rate."),
+                io.Int.Input("viseme_cache_size", default=VISEME_CAPACITY, min=1, max=VISEME_MAX_CAPACITY, step=1,
+                             optional=True,
+                             tooltip="Viseme cache: the most mouths kept (about 150 kB each on the CPU at a 256 "
+                                     "crop); the least recently used goes first. 512 covers about 20 s of distinct "
+                                     "keyframes at 25 fps."),
             ],
             outputs=[
                 io.Image.Output("images", display_name="images"),
@@ -309,10 +325,13 @@ class BroadcastMuseTalkLipSync(io.ComfyNode):
     @classmethod
     def execute(cls, musetalk_model, avatar, audio, batch_size, stride, fps, loop_mode, stream_to_file=False,
                 filename_prefix="broadcast/musetalk", blend="feather", stride_mode="fixed", max_stride=4,
-                velocity_threshold=VELOCITY_THRESHOLD) -> io.NodeOutput:
+                velocity_threshold=VELOCITY_THRESHOLD, viseme_threshold=VISEME_OFF,
+                viseme_cache_size=VISEME_CAPACITY) -> io.NodeOutput:
         settings = LipSyncSettings(batch_size=int(batch_size), stride=int(stride), fps=float(fps) or None,
                                    loop_mode=loop_mode, blend=blend, stride_mode=stride_mode,
-                                   max_stride=int(max_stride), velocity_threshold=float(velocity_threshold))
+                                   max_stride=int(max_stride), velocity_threshold=float(velocity_threshold),
+                                   viseme_threshold=int(viseme_threshold),
+                                   viseme_cache_size=int(viseme_cache_size))
         out_fps = float(settings.fps or avatar.fps)
         nets, device = musetalk_model.ready_for(settings.batch_size)
         stats = LipSyncStats()
@@ -325,6 +344,8 @@ class BroadcastMuseTalkLipSync(io.ComfyNode):
         chunks = lipsync_chunks(nets, avatar, audio, settings, device=device, progress=comfy_bridge.progress(1),
                                 stats=stats)
         video = stream_video(cls, chunks, out_fps, filename_prefix, audio)
+        log.info("Broadcast MuseTalk Lip Sync: %s", stats.summary())
+        video.ui["text"] = [*video.ui.get("text", []), stats.summary()]
         return io.NodeOutput(video.last_frame, audio, out_fps, video.path, ui=video.ui)
 
 

@@ -147,6 +147,18 @@ class MouthPaster:
                                          alpha.to(device))
         return self._plans[key]
 
+    def read_window(self, sizes) -> tuple[int, int, int, int]:
+        """Crop rows and columns ``(r0, r1, c0, c1)`` that pastes into boxes of these ``(h, w)`` sizes read (their
+        union): a face's pixels outside it never reach a frame (the viseme cache keeps only this window)."""
+        r0 = c0 = CROP
+        r1 = c1 = 0
+        for h, w in sizes:
+            p = self.plan(int(h), int(w), "cpu")
+            if p is not None:
+                r0, r1 = min(r0, p.src_rows[0]), max(r1, p.src_rows[1])
+                c0, c1 = min(c0, p.src_cols[0]), max(c1, p.src_cols[1])
+        return (r0, r1, c0, c1) if r1 > r0 and c1 > c0 else (0, 0, 0, 0)
+
     def paste(self, frame: torch.Tensor, face: torch.Tensor, box) -> None:
         """Blend `face` ``[3, 256, 256]`` into `frame` ``[H, W, 3]`` in place at `box` ``(x1, y1, x2, y2)``."""
         x1, y1, x2, y2 = (int(v) for v in box)

@@ -6,6 +6,8 @@ Stages, streamed in batches so a long clip never needs every latent or decoded f
    positional encoding, the loop frame's 8-channel latent chosen by video time, one UNet step at timestep 0;
 3. frames between keyframes: SLERP of the keyframe latents (cadence);
 4. VAE decode in batches, then paste-back of the mouth onto the loop frame at its crop box (blend).
+With the viseme cache on (viseme.py), a keyframe whose audio window repeats reuses the mouth made for the first one
+(its latent and its decoded mouth window): no UNet row and no VAE decode; only the misses fill the batches.
 Every network call runs at a fixed batch size: a short last batch is padded with copies of its last item and the
 extra outputs dropped, so there is one code path (and one shape for compiled or graph-captured runners).
 The UNet (2-3), VAE decode (4a) and paste-back (4b) are generators; pipelined (the default) each runs in its own
@@ -24,15 +26,17 @@ from ..common.errors import InputError
 from ..common.frames import collect_frames
 from ..common.loop_modes import loop_mode_name
 from ..common.progress import Progress, ensure
-from .audio_features import (TOKENS, encode_audio, pad_features, positional_encoding, prepare_audio, window_features,
-                             window_means)
+from .audio_features import (TOKENS, WINDOW_STEPS, encode_audio, pad_features, positional_encoding, prepare_audio,
+                             window_features, window_means, window_starts)
 from .avatar import Avatar
-from .blend import MouthPaster, source_indices
+from .blend import CROP, MouthPaster, source_indices
 from .cadence import (VELOCITY_THRESHOLD, adaptive_keyframe_indices, expand_keyframes, keyframe_indices,
                       window_velocity)
+from .viseme import DEFAULT_CAPACITY, MAX_CAPACITY, MAX_THRESHOLD, OFF, CachedMouth, VisemeCache, exact_key, simhash
 
 STRIDE_MODES = ("fixed", "adaptive")
 MAX_STRIDE = 8
+HIT_RUN = 4          # viseme hits queued behind a pending miss: at most this many batches before the UNet runs
 
 
 @dataclass(frozen=True)
@@ -51,19 +55,30 @@ class LipSyncSettings:
     max_stride: int = 4
     velocity_threshold: float = VELOCITY_THRESHOLD
     pipelined: bool = True   # the UNet, VAE decode and paste-back overlapped, each in its own thread (same frames)
+    viseme_threshold: int = OFF        # viseme cache: -1 off, 0 exact, 1..32 SimHash Hamming bits (engines/.../viseme)
+    viseme_cache_size: int = DEFAULT_CAPACITY   # the most mouths it keeps (least recently used dropped first)
 
 
 @dataclass
 class LipSyncStats:
-    """What one run did, filled in as it renders: frames, frames run through the UNet, frames VAE-decoded."""
+    """What one run did, filled in as it renders: frames, frames run through the UNet, frames VAE-decoded, the
+    network calls, and (with a viseme cache) keyframes reused and the cache's own summary."""
 
     frames: int = 0
     unet_frames: int = 0
     decoded_frames: int = 0
+    unet_calls: int = 0
+    vae_calls: int = 0
+    keyframes: int = 0
+    viseme_hits: int = 0
+    viseme: str = ""             # VisemeCache.summary() when the cache was on
 
     def summary(self) -> str:
-        return (f"{self.frames} frames, {self.unet_frames} through the UNet "
+        text = (f"{self.frames} frames, {self.unet_frames} through the UNet "
                 f"(mean stride {self.frames / max(1, self.unet_frames):.2f}), {self.decoded_frames} VAE-decoded")
+        if self.viseme:
+            text += f"; {self.viseme}; {self.unet_calls} UNet and {self.vae_calls} VAE calls"
+        return text
 
 
 def run_padded(fn: Callable[..., torch.Tensor], batch: int, *xs: torch.Tensor) -> torch.Tensor:
@@ -92,6 +107,12 @@ def check_settings(settings: LipSyncSettings) -> None:
                              str(settings.max_stride))
         if not settings.velocity_threshold >= 0:
             raise InputError("velocity_threshold", "a velocity of 0 or more", str(settings.velocity_threshold))
+    if not OFF <= settings.viseme_threshold <= MAX_THRESHOLD:
+        raise InputError("viseme_threshold", f"-1 (off), 0 (exact) or a Hamming distance up to {MAX_THRESHOLD}",
+                         str(settings.viseme_threshold))
+    if not 1 <= settings.viseme_cache_size <= MAX_CAPACITY:
+        raise InputError("viseme_cache_size", f"a number of mouths from 1 to {MAX_CAPACITY}",
+                         str(settings.viseme_cache_size))
 
 
 def choose_keyframes(padded: torch.Tensor, n: int, fps: float, settings: LipSyncSettings) -> torch.Tensor:
@@ -102,55 +123,153 @@ def choose_keyframes(padded: torch.Tensor, n: int, fps: float, settings: LipSync
     return adaptive_keyframe_indices(velocity, settings.stride, settings.max_stride, settings.velocity_threshold)
 
 
+def _viseme_keys(cache: Optional[VisemeCache], padded, keys, src, n, fps) -> Optional[Callable[[int], Any]]:
+    """The viseme cache's key of a keyframe (exact: window bytes + loop frame; fuzzy: SimHash bits), or None."""
+    if cache is None:
+        return None
+    if cache.exact:
+        starts = window_starts(n, fps)
+        return lambda f: exact_key(padded, int(starts[f]), WINDOW_STEPS, int(src[f]))
+    bits = simhash(window_means(padded, n, fps))
+    return lambda f: bits[f]
+
+
 def _keyframes(nets, avatar: Avatar, padded, keys, src, fps, batch, device, dtype, times,
-               stats: "LipSyncStats") -> Iterator[tuple]:
-    """Stage 2-3: the UNet on keyframe batches, SLERP for the frames between -> (frame ids, latents, keys done)."""
+               stats: "LipSyncStats", cache: Optional[VisemeCache] = None) -> Iterator[tuple]:
+    """Stage 2-3: the UNet on keyframe batches, SLERP for the frames between -> (frame ids, latents, keys done,
+    viseme marks: per frame None, or ("store" | "use", cached mouth) for a keyframe the cache made or reused).
+
+    With a viseme cache, keyframes that hit skip the UNet: only the misses fill the fixed-size UNet batches, so a
+    hit saves a row of real work. Without one (or with no hits) the batches are the plain ``keys.split(batch)``.
+    """
     timestep = torch.zeros(1, dtype=torch.long, device=device)
     pe = positional_encoding(TOKENS, padded.shape[-1], device, dtype)
     unet = (getattr(nets, "runners", None) or {}).get("unet")       # an accelerated backend (engines/accel)
     if unet is None:
         unet = lambda lat, cond: nets.unet(lat, timestep, encoder_hidden_states=cond).sample  # noqa: E731
+    key_of = _viseme_keys(cache, padded, keys, src, src.numel(), fps)
     prev_lat, prev_idx, next_frame = None, None, 0
-    for kb in keys.split(batch):
-        with timing(times, "unet"):
+    pending: list = []          # [frame, mouth, hit] in keyframe order, waiting for the UNet
+    misses = 0
+
+    def run():
+        """The UNet on the pending misses (one padded batch) -> the pending keyframes' latents ``[k, 4, 32, 32]``."""
+        miss = [p for p in pending if not p[2]]
+        pred = None
+        if miss:
+            kb = torch.tensor([p[0] for p in miss], dtype=torch.long)
             lat_in = avatar.latents[src[kb]].to(device, dtype)
             cond = window_features(padded, kb, fps).to(device, dtype) + pe
             pred = run_padded(unet, batch, lat_in, cond).float()
+            stats.unet_frames += len(miss)
+            stats.unet_calls += 1
+            if cache is not None:
+                for j, p in enumerate(miss):
+                    p[1].latent = pred[j].clone()      # not a view: a kept mouth must not hold its whole batch
+        if len(miss) == len(pending):
+            return pred                                     # no hits: the batch itself, as without a cache
+        return torch.stack([p[1].latent for p in pending])
+
+    def emit():
+        nonlocal prev_lat, prev_idx, next_frame, misses
+        with timing(times, "unet"):
+            pred = run()
+            kb = torch.tensor([p[0] for p in pending], dtype=torch.long)
             key_lat = pred if prev_lat is None else torch.cat([prev_lat, pred])
             key_idx = kb if prev_idx is None else torch.cat([prev_idx, kb])
             frames = torch.arange(next_frame, int(kb[-1]) + 1)
             latents = expand_keyframes(key_lat, key_idx, frames)
-        stats.unet_frames += kb.numel()
-        yield frames, latents, kb.numel()
+        marks = None
+        if cache is not None:
+            marks = [None] * frames.numel()
+            for f, mouth, hit in pending:
+                marks[f - next_frame] = ("use" if hit else "store", mouth)
+        done = len(pending)
         prev_lat, prev_idx, next_frame = pred[-1:], kb[-1:], int(kb[-1]) + 1
+        pending.clear()
+        misses = 0
+        return frames, latents, done, marks
+
+    for f in keys.tolist():
+        mouth, hit = None, False
+        if key_of is not None:
+            key = key_of(f)
+            mouth = cache.lookup(key)
+            hit = mouth is not None
+            if not hit:
+                mouth = CachedMouth(frame=f)
+                cache.insert(key, mouth)
+        stats.viseme_hits += hit
+        misses += not hit
+        pending.append([f, mouth if mouth is not None else CachedMouth(frame=f), hit])
+        # A full batch of misses runs; hits with no miss before them go on at once; a long run of hits behind a
+        # miss waits at most HIT_RUN batches (bounded memory).
+        if misses == batch or misses == 0 or len(pending) >= HIT_RUN * batch:
+            yield emit()
+    if pending:
+        yield emit()
 
 
-def _decoded(nets, items: Iterable[tuple], batch: int, out_device, times) -> Iterator[tuple]:
-    """Stage 4a: VAE decode in fixed batches -> (frame ids, faces [k, 3, 256, 256] in [0, 1], keys done)."""
+def _reused(mark) -> bool:
+    return mark is not None and mark[0] == "use"
+
+
+def _decoded(nets, items: Iterable[tuple], batch: int, out_device, times,
+             window: tuple = (0, 0, 0, 0), stats: Optional["LipSyncStats"] = None) -> Iterator[tuple]:
+    """Stage 4a: VAE decode in fixed batches -> (frame ids, faces [k, 3, 256, 256] in [0, 1], keys done).
+
+    A keyframe the viseme cache reused is not decoded: its face is the cached window (`window`, the crop rows and
+    columns the paste-back reads) of the face decoded for the keyframe that made it, which precedes it; a keyframe
+    that made a cache entry leaves its decoded window there.
+    """
     decode = (getattr(nets, "runners", None) or {}).get("vae_decode")
     if decode is None:
         decode = lambda z: nets.vae.decode(z.to(nets.vae.dtype) / nets.scaling_factor).sample  # noqa: E731
-    lats, ids, count, keys = [], [], 0, 0
+    r0, r1, c0, c1 = window
+    lats, ids, marks, count, keys = [], [], [], 0, 0    # per frame, in order; `count` = frames needing a decode
 
     def take(k):
-        nonlocal lats, ids, count, keys
+        """Decode the first `k` frames that need it; return them with the reused frames between (in order)."""
+        nonlocal lats, ids, marks, count, keys
         with timing(times, "vae"):
-            lat, fr = torch.cat(lats), torch.cat(ids)
-            lats, ids = [lat[k:]], [fr[k:]]
-            count -= k
-            faces = run_padded(decode, batch, lat[:k].to(nets.vae.device))
-            faces = (faces.float() / 2 + 0.5).clamp(0, 1).to(out_device)
+            need = [j for j, m in enumerate(marks) if not _reused(m)][:k]
+            upto = need[-1] + 1 if need else len(marks)
+            faces = None
+            if need:
+                faces = run_padded(decode, batch, torch.stack([lats[j] for j in need]).to(nets.vae.device))
+                faces = (faces.float() / 2 + 0.5).clamp(0, 1).to(out_device)
+                if stats is not None:
+                    stats.decoded_frames += len(need)
+                    stats.vae_calls += 1
+            if len(need) < upto:                          # reused faces among them: place the decoded ones
+                full = torch.zeros((upto, 3, CROP, CROP), dtype=torch.float32, device=out_device)
+                if need:
+                    full[torch.tensor(need, dtype=torch.long, device=out_device)] = faces
+                faces = full
+            for j, m in enumerate(marks[:upto]):
+                if m is not None and m[0] == "store":
+                    m[1].window = faces[j, :, r0:r1, c0:c1].clone()
+                elif m is not None:                       # its maker came earlier: decoded and stored by now
+                    faces[j, :, r0:r1, c0:c1] = m[1].window
+            fr = torch.tensor(ids[:upto], dtype=torch.long)
+            lats, ids, marks = lats[upto:], ids[upto:], marks[upto:]
+            count -= len(need)
         done, keys = keys, 0
-        return fr[:k], faces, done
+        return fr, faces, done
 
-    for frames, latents, nkeys in items:
-        lats.append(latents)
-        ids.append(frames)
-        count += frames.numel()
+    for item in items:
+        frames, latents, nkeys = item[:3]
+        frame_marks = item[3] if len(item) > 3 and item[3] is not None else [None] * frames.numel()
+        lats.extend(latents.unbind(0))
+        ids.extend(frames.tolist())
+        marks.extend(frame_marks)
+        count += sum(1 for m in frame_marks if not _reused(m))
         keys += nkeys
         while count >= batch:
             yield take(batch)
-    while count:
+        if marks and count == 0:                           # only reused faces waiting: nothing to decode
+            yield take(0)
+    while marks:
         yield take(min(count, batch))
 
 
@@ -167,7 +286,6 @@ def _pasted(avatar: Avatar, src, items: Iterable[tuple], times, blend: str = "fe
                 out[j].copy_(frames[s])
                 paster.paste(out[j], faces[j], avatar.boxes[s].tolist())
         if stats is not None:
-            stats.decoded_frames += len(fr)
             stats.frames += len(fr)
         yield len(fr), out, nkeys
 
@@ -202,14 +320,23 @@ def lipsync_chunks(nets, avatar: Avatar, audio: Any, settings: LipSyncSettings =
     keys = choose_keyframes(padded, n, fps, settings)
     batch = settings.batch_size
     progress.reset(len(keys) + n)
+    stats.keyframes = len(keys)
+    cache, window = None, (0, 0, 0, 0)
+    if settings.viseme_threshold != OFF:
+        cache = VisemeCache(settings.viseme_threshold, settings.viseme_cache_size)
+        sizes = {(int(y2 - y1), int(x2 - x1)) for x1, y1, x2, y2 in avatar.boxes.tolist()}
+        window = MouthPaster(avatar.mask).read_window(sizes)
     stage = threaded if settings.pipelined else (lambda it, **_: it)
-    chain = stage(_keyframes(nets, avatar, padded, keys, src, fps, batch, device, dtype, stage_times, stats), name="unet")
-    chain = stage(_decoded(nets, chain, batch, avatar.frames.device, stage_times), name="vae")
+    chain = stage(_keyframes(nets, avatar, padded, keys, src, fps, batch, device, dtype, stage_times, stats, cache),
+                  name="unet")
+    chain = stage(_decoded(nets, chain, batch, avatar.frames.device, stage_times, window, stats), name="vae")
     chain = stage(_pasted(avatar, src, chain, stage_times, settings.blend, stats), name="paste")
     try:
         for count, chunk, nkeys in chain:
             progress.step(count + nkeys)       # on the caller's thread (ComfyUI's bar and cancel check)
             yield chunk
+        if cache is not None:
+            stats.viseme = cache.summary()
     finally:
         close = getattr(chain, "close", None)
         if close is not None:

@@ -230,3 +230,30 @@ def test_backend_choice_is_shown_and_a_missing_tensorrt_falls_back_by_name(comfy
     assert "musetalk_unet: eager" in text and "musetalk_vae_decoder: eager" in text
     assert "not used: tensorrt: TensorRT is not installed" in text
     assert comfy.object_info()["BroadcastMuseTalkLoader"]["input"]["optional"]["backend"][1]["default"] == "auto"
+
+
+def test_viseme_cache_through_the_node_exact_is_identical_and_a_loose_one_reuses(comfy, inputs):
+    import numpy as np
+    from PIL import Image
+
+    loop_file, speech_file = inputs
+    info = comfy.object_info()["BroadcastMuseTalkLipSync"]["input"]["optional"]
+    assert info["viseme_threshold"][1]["default"] == -1 and info["viseme_cache_size"][1]["default"] == 512
+    frames, texts = {}, {}
+    for name, th in (("off", -1), ("exact", 0), ("loose", 32)):
+        prompt = chain(loop_file, speech_file, lipsync={"stride": 1, "viseme_threshold": th}, export_prefix=None)
+        prompt["9"] = {"class_type": "SaveImage", "inputs": {"images": ["6", 0], "filename_prefix": f"mt_vis_{name}"}}
+        entry = comfy.run(prompt)
+        texts[name] = entry["outputs"]["6"]["text"][0]
+        frames[name] = [np.asarray(Image.open(comfy.output_dir / i["subfolder"] / i["filename"]))
+                        for i in entry["outputs"]["9"]["images"]]
+    assert "viseme" not in texts["off"]
+    assert "viseme cache (exact)" in texts["exact"]
+    assert all(np.array_equal(a, b) for a, b in zip(frames["exact"], frames["off"]))
+    assert "viseme cache (Hamming <= 32 of 64 bits)" in texts["loose"]
+    hits = int(texts["loose"].split("viseme cache (Hamming <= 32 of 64 bits): ")[1].split(" of ")[0])
+    assert hits > 0 and texts["loose"].startswith(f"10 frames, {10 - hits} through the UNet")
+    from scripts.comfy_server import PromptFailed
+
+    with pytest.raises(PromptFailed, match="viseme_threshold"):
+        comfy.run(chain(loop_file, speech_file, lipsync={"viseme_threshold": 40}))

@@ -279,3 +279,74 @@ def test_adaptive_bounds_are_checked(nets, avatar):
         lipsync(nets, avatar, speech_like(0.5), LipSyncSettings(stride_mode="sometimes"))
     with pytest.raises(InputError, match="velocity_threshold"):
         lipsync(nets, avatar, speech_like(0.5), LipSyncSettings(stride_mode="adaptive", velocity_threshold=-1.0))
+
+
+# --- viseme cache on the tiny model ---------------------------------------------------------------------------
+PERIOD_STEPS = 40          # 0.8 s of Whisper steps = 8 frames at 10 fps = two turns of the 4-frame loop
+
+
+@pytest.fixture
+def looped_script(monkeypatch):
+    """Speech whose Whisper features repeat every 0.8 s exactly (a looped script cut on whole windows): the real
+    tiny Whisper's features carry their position in the 30 s segment, so its repeats are never exact."""
+    import engines.musetalk.lipsync as lipsync_module
+
+    real = lipsync_module.encode_audio
+
+    def looped(*args, **kwargs):
+        f = real(*args, **kwargs)
+        reps = f.shape[0] // PERIOD_STEPS + 1
+        return torch.cat([f[:PERIOD_STEPS]] * reps)[:f.shape[0]].contiguous()
+
+    monkeypatch.setattr(lipsync_module, "encode_audio", looped)
+    return speech_like(2.0, 16000)                         # 20 frames
+
+
+@pytest.mark.parametrize("stride,pipelined", [(1, True), (2, False)])
+def test_exact_viseme_cache_is_bit_identical_and_skips_the_networks(nets, avatar, looped_script, stride, pipelined):
+    base = LipSyncSettings(batch_size=4, stride=stride, pipelined=pipelined)
+    plain_stats, cached_stats = LipSyncStats(), LipSyncStats()
+    plain = lipsync(nets, avatar, looped_script, base, stats=plain_stats)
+    cached = lipsync(nets, avatar, looped_script, LipSyncSettings(**{**base.__dict__, "viseme_threshold": 0}),
+                     stats=cached_stats)
+    assert torch.equal(cached, plain)
+    assert cached_stats.viseme_hits > 0
+    assert cached_stats.unet_frames == plain_stats.unet_frames - cached_stats.viseme_hits
+    assert cached_stats.decoded_frames == plain_stats.decoded_frames - cached_stats.viseme_hits
+    assert cached_stats.unet_calls < plain_stats.unet_calls
+    assert "viseme cache (exact)" in cached_stats.summary() and plain_stats.viseme == ""
+
+
+def test_a_tiny_cache_stays_bounded_and_exact(nets, avatar, looped_script):
+    plain = lipsync(nets, avatar, looped_script, LipSyncSettings(batch_size=4))
+    stats = LipSyncStats()
+    out = lipsync(nets, avatar, looped_script, LipSyncSettings(batch_size=4, viseme_threshold=0,
+                                                               viseme_cache_size=3), stats=stats)
+    assert torch.equal(out, plain)
+    assert "3 mouths held (cap 3)" in stats.viseme and "0 dropped" not in stats.viseme
+
+
+def test_fuzzy_viseme_cache_reuses_more_and_keeps_the_frame_count(nets, avatar):
+    audio = speech_like(1.2, 16000)                        # real tiny-Whisper features: no exact repeats
+    exact, loose = LipSyncStats(), LipSyncStats()
+    plain = lipsync(nets, avatar, audio, LipSyncSettings(batch_size=4))
+    a = lipsync(nets, avatar, audio, LipSyncSettings(batch_size=4, viseme_threshold=0), stats=exact)
+    b = lipsync(nets, avatar, audio, LipSyncSettings(batch_size=4, viseme_threshold=32), stats=loose)
+    assert exact.viseme_hits == 0 and torch.equal(a, plain)
+    assert loose.viseme_hits > 0 and loose.unet_frames < 12 and b.shape == plain.shape
+    # outside the mouth windows every frame is still its loop frame: only the mouth can differ
+    from engines.musetalk.blend import MouthPaster, source_indices
+
+    src = source_indices(12, FPS, avatar.fps, len(avatar), "wrap")
+    for k in range(12):
+        region = torch.zeros(avatar.frames.shape[1:])
+        MouthPaster(avatar.mask).paste(region, torch.ones(3, 256, 256), avatar.boxes[int(src[k])].tolist())
+        outside = region == 0
+        assert torch.equal(b[k][outside], avatar.frames[int(src[k])][outside])
+
+
+def test_viseme_settings_are_checked(nets, avatar):
+    with pytest.raises(InputError, match="viseme_threshold"):
+        lipsync(nets, avatar, speech_like(0.5), LipSyncSettings(viseme_threshold=33))
+    with pytest.raises(InputError, match="viseme_cache_size"):
+        lipsync(nets, avatar, speech_like(0.5), LipSyncSettings(viseme_threshold=2, viseme_cache_size=0))
