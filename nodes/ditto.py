@@ -21,6 +21,7 @@ from ..engines.ditto.living import LivingSettings
 from ..engines.ditto.motion import EMOTIONS
 from ..engines.ditto.avatar import AvatarSettings
 from ..engines.ditto.pipeline import DittoPipeline
+from ..engines.ditto.putback import BLEND_MODES as PUTBACK_BLENDS
 from ..engines.ditto.render import RenderSettings
 from ..engines.export import check_prefix
 from . import comfy_bridge, core_features, types
@@ -305,6 +306,12 @@ class BroadcastDittoRender(io.ComfyNode):
                                          "frame only."),
                 io.String.Input("filename_prefix", default="broadcast/ditto",
                                 tooltip="Output name inside ComfyUI's output folder when streaming."),
+                io.Combo.Input("blend", options=list(PUTBACK_BLENDS), default="feather", optional=True,
+                               tooltip="Putback of the rendered face: feather (upstream's feathered alpha); "
+                                       "reinhard (first match the mouth's colours to the frame in Lab, mouth "
+                                       "region only: no lip-colour patch, the rest as feather); poisson (OpenCV "
+                                       "seamless clone of the face: no boundary ring, but it can grey the face; "
+                                       "slower). Frame pixels the face mask does not reach never change."),
             ],
             outputs=[io.Image.Output("images", display_name="images"),
                      io.Audio.Output("audio_out", display_name="audio"),
@@ -313,13 +320,14 @@ class BroadcastDittoRender(io.ComfyNode):
         )
 
     @classmethod
-    def validate_inputs(cls, stream_to_file=None, filename_prefix=None):
+    def validate_inputs(cls, stream_to_file=None, filename_prefix=None, blend=None):
         # refused when queued, before anything renders
-        return validate(lambda: not (stream_to_file and filename_prefix is not None) or check_prefix(filename_prefix))
+        return validate(("blend", blend, PUTBACK_BLENDS),
+                        lambda: not (stream_to_file and filename_prefix is not None) or check_prefix(filename_prefix))
 
     @classmethod
     def execute(cls, ditto_model, avatar, motion, batch_size, cadence_stride, silence_bypass, silence_threshold,
-                ease_frames, stream_to_file, filename_prefix, audio=None) -> io.NodeOutput:
+                ease_frames, stream_to_file, filename_prefix, audio=None, blend="feather") -> io.NodeOutput:
         if audio is None:
             if motion.audio16k is None:
                 raise InputError("audio", "speech (connect it, or make the motion from audio features)", "none")
@@ -327,7 +335,7 @@ class BroadcastDittoRender(io.ComfyNode):
         pipeline, _ = ditto_model.ready_for(int(batch_size))
         settings = RenderSettings(batch_size=int(batch_size), stride=int(cadence_stride),
                                   silence_bypass=bool(silence_bypass), silence_threshold=float(silence_threshold),
-                                  ease_frames=int(ease_frames))
+                                  ease_frames=int(ease_frames), blend=blend)
         progress = comfy_bridge.progress(len(motion.kp_driven))
         if not stream_to_file:
             return io.NodeOutput(pipeline.render_frames(avatar, motion, settings, progress), audio, "",

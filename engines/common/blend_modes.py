@@ -12,8 +12,14 @@ and an alpha ``[h, w]`` in 0..1, and return the composited window. Pixels whose 
 - ``poisson``: ``cv2.seamlessClone`` (normal clone) of the patch into the frame over the region alpha > 0: the
   patch's gradients with the frame's values on the region border. The window is padded by reflection first, as
   seamlessClone needs the region clear of the image border; the result is quantised to 8 bits inside the region.
+
+Compositors whose patch is larger than the region the colours should be matched on (Ditto's whole face, where only
+the mouth is recoloured; a garment, matched on the context around it) use `transfer_colour` with their own weight
+and statistics region, then blend as they always do.
 """
 from __future__ import annotations
+
+from typing import Optional
 
 import numpy as np
 import torch
@@ -54,7 +60,10 @@ def lab_to_rgb(lab: torch.Tensor) -> torch.Tensor:
 
 
 def reinhard_transfer(fg: torch.Tensor, bg: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
-    """`fg` with its Lab mean and spread over the blend region matched to `bg`'s (see the module docstring)."""
+    """`fg` with its Lab mean and spread over the blend region matched to `bg`'s (see the module docstring).
+
+    `alpha` weights the pixels the statistics are taken over; the transfer itself applies to every pixel of `fg`.
+    """
     w = alpha.to(torch.float64).clamp(0, 1)
     total = w.sum()
     if total <= 0:
@@ -68,6 +77,22 @@ def reinhard_transfer(fg: torch.Tensor, bg: torch.Tensor, alpha: torch.Tensor) -
 
     (m_fg, s_fg), (m_bg, s_bg) = stats(lab_fg), stats(lab_bg)
     return lab_to_rgb((lab_fg - m_fg) * (s_bg / s_fg) + m_bg).to(fg.dtype)
+
+
+def transfer_colour(fg: torch.Tensor, bg: torch.Tensor, weight: torch.Tensor,
+                    stats: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """`fg` with the Reinhard transfer mixed in by `weight` ``[h, w]`` in 0..1 (0: `fg` bit for bit).
+
+    The Lab statistics are taken over `stats` (a weight map of the same size; default `weight`): Ditto recolours the
+    mouth on the mouth's own statistics; the wardrobe recolours the garment on the statistics of the context around
+    it.
+    """
+    stats = weight if stats is None else stats
+    if not bool((weight > 0).any()) or not bool((stats > 0).any()):
+        return fg
+    moved = reinhard_transfer(fg, bg, stats).to(fg.dtype)
+    w = weight[None].to(fg.dtype)
+    return torch.where(w > 0, fg + w * (moved - fg), fg)
 
 
 def poisson_clone(fg: torch.Tensor, bg: torch.Tensor, alpha: torch.Tensor, pad: int = 8) -> torch.Tensor:

@@ -5,6 +5,13 @@ border) and blends ``m * render + (1 - m) * frame``. Here the same bilinear samp
 batch (crop and mask as four channels), restricted to the box each crop covers in its frame, so the work scales with
 the face, not with the frame. The grid is built from the stored frame->crop affine (no grids are stored): for an
 output pixel p, the crop pixel is M_o2c @ p, normalised for ``align_corners=False`` as (2x + 1) / 512 - 1.
+
+`blend` (engines/common/blend_modes.py): ``feather`` is upstream's blend above. ``reinhard`` first moves the rendered
+mouth's colours to the frame's (CIE Lab mean and spread matched over the mouth region, the posts' X 181-331, Y
+280-410 of the 512 crop with a 31x31 Gaussian feather, warped with the crop), then blends as feather: the rest of
+the face is the feather result bit for bit. ``poisson`` clones the rendered face into the frame with
+``cv2.seamlessClone`` over the feathered mask's support (the frame's own values on its border). In every mode a frame
+pixel the mask does not reach is the frame, bit for bit.
 """
 from __future__ import annotations
 
@@ -14,7 +21,12 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ..common import blend_modes
+
 CROP = 512
+BLEND_MODES = blend_modes.MODES
+MOUTH_BOX = (181, 280, 331, 410)    # x0, y0, x1, y1 in the 512 crop: the posts' colour-transfer region
+MOUTH_FEATHER = 31                  # Gaussian kernel (px at 512) that softens its edge
 
 
 @lru_cache(maxsize=4)
@@ -41,6 +53,23 @@ def feather_mask(size: int = CROP, ratio: float = 0.9) -> np.ndarray:
     return mask
 
 
+@lru_cache(maxsize=4)
+def mouth_weight(size: int = CROP) -> np.ndarray:
+    """``[size, size]`` float32: 1 inside `MOUTH_BOX`, a 31x31 Gaussian (OpenCV's sigma for that size, 5 px) over
+    its edge, exactly 0 beyond the kernel's reach; scaled with `size`."""
+    import cv2
+
+    s = size / CROP
+    box = np.zeros((size, size), np.float32)
+    x0, y0, x1, y1 = (int(round(v * s)) for v in MOUTH_BOX)
+    box[y0:y1, x0:x1] = 1.0
+    k = max(1, int(round(MOUTH_FEATHER * s)) | 1)
+    w = cv2.GaussianBlur(box, (k, k), 0, borderType=cv2.BORDER_CONSTANT)
+    w = np.clip(w, 0.0, 1.0)
+    w[w < 1e-6] = 0.0
+    return w
+
+
 def footprint(m_c2o: np.ndarray, width: int, height: int) -> tuple[int, int, int, int]:
     """Integer box (x0, y0, x1, y1) of frame pixels the crop can touch (one pixel of margin), clipped."""
     corners = np.array([[0, 0, 1], [CROP, 0, 1], [0, CROP, 1], [CROP, CROP, 1]], np.float64) - [0.5, 0.5, 0]
@@ -51,7 +80,7 @@ def footprint(m_c2o: np.ndarray, width: int, height: int) -> tuple[int, int, int
 
 
 def putback(frames: torch.Tensor, crops: torch.Tensor, m_o2c: np.ndarray, m_c2o: np.ndarray,
-            out: torch.Tensor | None = None) -> torch.Tensor:
+            out: torch.Tensor | None = None, blend: str = "feather") -> torch.Tensor:
     """Blend crops into frames.
 
     Args:
@@ -59,8 +88,11 @@ def putback(frames: torch.Tensor, crops: torch.Tensor, m_o2c: np.ndarray, m_c2o:
         crops: (B, 3, S, S) float in [0, 1] (same device); S = 512 at full size.
         m_o2c, m_c2o: (B, 3, 3) affines (numpy float64).
         out: optional (B, H, W, 3) float32 destination.
+        blend: feather, reinhard (mouth colour transfer first) or poisson (see the module docstring).
     Returns (B, H, W, 3) float32 in [0, 1].
     """
+    if blend not in BLEND_MODES:
+        raise ValueError(f"blend must be one of {BLEND_MODES}, got {blend!r}")
     b, h, w = frames.shape[:3]
     dev = frames.device
     if out is None:
@@ -83,13 +115,26 @@ def putback(frames: torch.Tensor, crops: torch.Tensor, m_o2c: np.ndarray, m_c2o:
     grid = torch.matmul(base, a.transpose(1, 2)).reshape(b, bh, bw, 2)
     side = crops.shape[-1]   # 512 at full size; the grid is in normalised units, so smaller test crops work too
     mask = torch.from_numpy(feather_mask(side)).to(dev)[None, None].expand(b, 1, side, side)
-    src = torch.cat([crops.float(), mask], dim=1)
+    layers = [crops.float(), mask]
+    if blend == "reinhard":      # the mouth's transfer weight rides along as a fifth channel, warped the same way
+        layers.append(torch.from_numpy(mouth_weight(side)).to(dev)[None, None].expand(b, 1, side, side))
+    src = torch.cat(layers, dim=1)
     warped = F.grid_sample(src, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
-    warped = warped.permute(0, 2, 3, 1).contiguous().clamp_(0, 1)      # (B, bh, bw, 4)
+    warped = warped.permute(0, 2, 3, 1).contiguous().clamp_(0, 1)      # (B, bh, bw, 4 or 5)
     for i, (x0, y0, x1, y1) in enumerate(boxes):
         if x1 <= x0 or y1 <= y0:
             continue
         piece = warped[i, : y1 - y0, : x1 - x0]
+        region = out[i, y0:y1, x0:x1]
+        fg = piece[..., :3]
+        if blend == "poisson":
+            alpha = piece[..., 3]
+            mixed = blend_modes.composite(fg.permute(2, 0, 1), region.permute(2, 0, 1), alpha, "poisson")
+            region.copy_(mixed.permute(1, 2, 0))
+            continue
+        if blend == "reinhard":
+            fg = blend_modes.transfer_colour(fg.permute(2, 0, 1), region.permute(2, 0, 1), piece[..., 4])
+            fg = fg.permute(1, 2, 0)
         # frame + m * (render - frame): stays in [0, 1]
-        out[i, y0:y1, x0:x1].lerp_(piece[..., :3], piece[..., 3:].expand(-1, -1, 3))
+        region.lerp_(fg, piece[..., 3:4].expand(-1, -1, 3))
     return out

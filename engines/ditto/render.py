@@ -21,7 +21,7 @@ from ..common.errors import InputError
 from ..common.progress import Progress, ensure
 from . import cadence
 from .keypoints import source_keypoints
-from .putback import putback
+from .putback import BLEND_MODES, putback
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,7 @@ class RenderSettings:
     silence_threshold: float = cadence.SILENCE_RMS
     ease_frames: int = cadence.EASE_FRAMES
     pipelined: bool = True          # networks one batch ahead of putback, in their own thread (same frames)
+    blend: str = "feather"          # putback: feather, reinhard (mouth colour transfer) or poisson (putback.py)
 
 
 def _autocast(device: torch.device, dtype: torch.dtype):
@@ -88,6 +89,8 @@ def render(nets, avatar, source_index: np.ndarray, kp_driven: np.ndarray, rms: O
         raise InputError("cadence_stride", "1, 2 or 3", str(settings.stride))
     if settings.batch_size < 1:
         raise InputError("batch_size", "at least 1", str(settings.batch_size))
+    if settings.blend not in BLEND_MODES:
+        raise InputError("blend", f"one of {', '.join(BLEND_MODES)}", repr(settings.blend))
     if settings.silence_bypass and rms is not None:
         weights = cadence.neural_weights(rms[:n] if len(rms) >= n else np.pad(rms, (0, n - len(rms))),
                                          settings.silence_threshold, settings.ease_frames)
@@ -112,7 +115,7 @@ def render(nets, avatar, source_index: np.ndarray, kp_driven: np.ndarray, rms: O
                 crops = torch.stack([_crop_for(i) for i in sel])
                 src = source_index[sel]
                 act = torch.from_numpy(active).to(device)
-                composed = putback(frames[act], crops, avatar.m_o2c[src], avatar.m_c2o[src])
+                composed = putback(frames[act], crops, avatar.m_o2c[src], avatar.m_c2o[src], blend=settings.blend)
                 w = torch.from_numpy(weights[sel]).to(device).view(-1, 1, 1, 1)
                 base = out[act]
                 out[act] = base + w * (composed - base)

@@ -163,3 +163,24 @@ def test_living_face_emotion_steering_and_head_lock_run_from_the_motion_node(com
     assert reader.probe(comfy.output_dir / item["subfolder"] / item["filename"]).frame_count == math.ceil(1.6 * 25)
     status, body = comfy.request("POST", "/prompt", {"prompt": chain(*inputs, motion={"emotion_steering": 9.0})})
     assert status == 400 and "6" in body.get("node_errors", {}), body
+
+
+def test_putback_blend_modes_through_the_render_node(comfy, inputs):
+    import numpy as np
+    from PIL import Image
+
+    portrait_file, speech_file = inputs
+    info = comfy.object_info()["BroadcastDittoRender"]["input"]["optional"]["blend"]
+    assert info[0] == ["feather", "reinhard", "poisson"] or info[1]["options"] == ["feather", "reinhard", "poisson"]
+    frames = {}
+    for mode in ("feather", "reinhard", "poisson"):
+        prompt = chain(portrait_file, speech_file, render={"blend": mode, "silence_bypass": False})
+        prompt["9"] = {"class_type": "SaveImage", "inputs": {"images": ["7", 0], "filename_prefix": f"dt_{mode}"}}
+        entry = comfy.run(prompt)
+        item = entry["outputs"]["9"]["images"][3]
+        frames[mode] = np.asarray(Image.open(comfy.output_dir / item["subfolder"] / item["filename"]))
+    for mode in ("reinhard", "poisson"):
+        changed = np.any(frames[mode] != frames["feather"], axis=2)
+        assert changed.any() and not changed.all(), mode          # the face changes, not the whole frame
+    status, body = comfy.request("POST", "/prompt", {"prompt": chain(*inputs, render={"blend": "multiply"})})
+    assert status == 400 and "blend" in str(body)
