@@ -39,13 +39,21 @@ def _seeded(seed):
     return torch.Generator().manual_seed(seed)
 
 
-def musetalk_networks(tiny: bool = False) -> list:
-    """[UNet step, VAE decode] as accel Networks (CPU, fp32). Raises ImportError without diffusers."""
+def musetalk_modules(tiny: bool = False, seed: int = 0) -> tuple:
+    """(UNet, VAE): MuseTalk's diffusers modules with random weights, fp32 on the CPU, eval, no grad.
+    Raises ImportError without diffusers."""
     from diffusers import AutoencoderKL, UNet2DConditionModel
 
-    gen = _seeded(0)
+    torch.manual_seed(seed)
     unet = UNet2DConditionModel(**(TINY_UNET if tiny else UNET)).eval().requires_grad_(False)
     vae = AutoencoderKL(**(TINY_VAE if tiny else VAE)).eval().requires_grad_(False)
+    return unet, vae
+
+
+def musetalk_networks(tiny: bool = False) -> list:
+    """[UNet step, VAE decode] as accel Networks (CPU, fp32). Raises ImportError without diffusers."""
+    unet, vae = musetalk_modules(tiny)
+    gen = _seeded(0)
     vae.encoder = None                              # only the decoder runs per frame
     return [
         Network("musetalk_unet", UNetStep(unet), lambda b: (torch.randn(b, 8, 32, 32, generator=gen),

@@ -1,19 +1,26 @@
 """Accelerated backends on this CPU, side by side in one run (printed, never pass/fail).
 
-1. networks at the real architectures' full size with random weights, batch 1-4: eager fp32 vs eager bf16 vs
-   torch.compile (inductor) vs ONNX Runtime, for MuseTalk's UNet step + VAE decode and Ditto's warp + decoder;
-   each row: ms per call, frames per second, speed ratio against eager fp32, peak extra memory, and parity
-   (cosine of the outputs against eager fp32 on the same inputs);
-2. pipelined vs sequential wall time for a 10 s MuseTalk clip on the tiny models (see ``engines/musetalk/lipsync.py``).
+1. networks at the real architectures' full size with random weights (speed does not depend on the values):
+   eager fp32 vs eager bf16 vs torch.compile (inductor) vs ONNX Runtime, for MuseTalk's UNet step and VAE decode
+   and Ditto's warp network and decoder, at batch 1 and 4 (``--batches``). Each network is timed on its own, with
+   every variant built first and the variants' calls interleaved round by round, so a change in the machine's load
+   falls on all of them alike; each pair's row (UNet + VAE, warp + decoder) is the sum of its networks' medians.
+   Each row: ms per call, frames per second, speed against eager fp32, the variant's resident size, the peak extra
+   memory of a call, and parity (cosine of the outputs against eager fp32's on the same inputs);
+2. pipelined vs sequential wall time for a 10 s MuseTalk clip on the tiny models (see ``engines/musetalk/lipsync.py``):
+   the pipelined wall against the slowest stage timed alone (in the sequential run).
 
-    bash scripts/bench.sh accel                # full size: tens of minutes on 2 shared cores (keep it out of CI)
-    bash scripts/bench.sh accel --quick        # tiny networks, batch 1 and 2: a smoke run of the script itself
+    bash scripts/bench.sh accel                # full size; ~15 min on an idle 2-core CPU, far longer under load
+    bash scripts/bench.sh accel --quick        # tiny networks: a smoke run of the script itself
+    bash scripts/bench.sh accel --only musetalk --variants "eager fp32,onnxruntime fp32" --ort-threads 2
 
-Ratios are eager fp32 time / backend time: above 1 means faster.
+Ratios are eager fp32 time / variant time: above 1 means faster. Warm-up: one call per variant at the first batch,
+and one more per batch for compile (``dynamic=False`` builds a graph per batch size), before the timed rounds.
 """
 from __future__ import annotations
 
 import argparse
+import copy
 import gc
 import os
 import statistics
@@ -21,6 +28,7 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import torch
@@ -33,8 +41,10 @@ from engines.accel import BuildOptions, accelerate, cosine  # noqa: E402
 from engines.accel.network import as_tuple  # noqa: E402
 from engines.common.cache import ContentCache  # noqa: E402
 
-VARIANTS = (("eager fp32", "eager", torch.float32), ("compile fp32", "compile", torch.float32),
-            ("onnxruntime fp32", "onnxruntime", torch.float32), ("eager bf16", "eager", torch.bfloat16))
+# label -> (backend, weights dtype)
+VARIANTS = {"eager fp32": ("eager", torch.float32), "eager bf16": ("eager", torch.bfloat16),
+            "compile fp32": ("compile", torch.float32), "onnxruntime fp32": ("onnxruntime", torch.float32)}
+BASELINE = "eager fp32"
 
 
 class PeakRSS:
@@ -45,8 +55,11 @@ class PeakRSS:
 
         self.proc = psutil.Process()
 
+    def rss(self) -> int:
+        return self.proc.memory_info().rss
+
     def __enter__(self):
-        self.base = self.peak = self.proc.memory_info().rss
+        self.base = self.peak = self.rss()
         self.running = True
         self.thread = threading.Thread(target=self._poll, daemon=True)
         self.thread.start()
@@ -54,83 +67,165 @@ class PeakRSS:
 
     def _poll(self):
         while self.running:
-            self.peak = max(self.peak, self.proc.memory_info().rss)
+            self.peak = max(self.peak, self.rss())
             time.sleep(0.005)
 
     def __exit__(self, *exc):
         self.running = False
         self.thread.join()
+        self.peak = max(self.peak, self.rss())
 
     @property
     def extra_mb(self) -> float:
         return (self.peak - self.base) / 2 ** 20
 
 
-def timed(fn, repeats: int) -> float:
-    fn()                                        # warm-up (first-call allocations, compiled kernels)
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
+@dataclass
+class Measured:
+    """One variant of one network: its runner, and per batch the call times, peak memory and parity."""
+
+    label: str
+    runner: object = None
+    build_s: float = 0.0
+    resident_mb: float = 0.0
+    error: str = ""
+    times: dict = field(default_factory=dict)        # batch -> [seconds]
+    peak_mb: dict = field(default_factory=dict)      # batch -> max MB over the calls
+    cos: dict = field(default_factory=dict)          # batch -> cosine against eager fp32
+
+    def median(self, b):
+        return statistics.median(self.times[b]) if self.times.get(b) else None
 
 
-def bench_group(title: str, nets, batches, repeats: int, cache: ContentCache) -> list:
-    """Time each variant on the chain of `nets` (each network fed its own example inputs) at each batch."""
-    rows = []
-    inputs = {b: [net.example(b) for net in nets] for b in batches}
-    refs = {}
+def build_variant(net, label: str, cache: ContentCache, batches, ort_threads) -> Measured:
+    """The variant's runner through the pack's own `accelerate` (bf16: a bf16 copy of the weights)."""
+    backend, dtype = VARIANTS[label]
+    m = Measured(label)
+    mem = PeakRSS()
+    before = mem.rss()
+    t0 = time.perf_counter()
+    try:
+        target = net if dtype == torch.float32 else replace(net, module=copy.deepcopy(net.module).to(dtype))
+        opts = BuildOptions(batches=tuple(batches), cache=cache, parity=False, ort_threads=ort_threads)
+        m.runner = accelerate(target, backend, opts)
+        if m.runner.backend != backend:
+            raise RuntimeError("; ".join(m.runner.fallbacks) or f"ran {m.runner.backend}")
+    except Exception as exc:              # a variant that cannot run here is a row saying why
+        m.error = f"not run: {type(exc).__name__}: {exc}".replace("\n", " ")[:160]
+        m.runner = None
+    m.build_s = time.perf_counter() - t0
+    m.resident_mb = (mem.rss() - before) / 2 ** 20
+    return m
+
+
+def call(runner, inputs):
     with torch.inference_mode():
-        for b in batches:
-            refs[b] = [as_tuple(net.module(*x)) for net, x in zip(nets, inputs[b])]
-    base = {}
-    for label, backend, dtype in VARIANTS:
-        for net in nets:
-            net.module.to(dtype)
-        t0 = time.perf_counter()
-        try:
-            runners = [accelerate(net, backend, BuildOptions(batches=(max(batches),), cache=cache, parity=False))
-                       for net in nets]
-        except Exception as exc:                  # a variant that cannot run here is a row saying why
-            rows.append((title, label, "-", f"not run: {type(exc).__name__}: {exc}"[:120], "", "", "", ""))
+        return as_tuple(runner(*inputs))
+
+
+def bench_network(net, labels, batches, rounds: int, cache: ContentCache, ort_threads, budget) -> list:
+    """Build every variant of `net`, warm each up, then time them interleaved: round by round, batch by batch."""
+    inputs = {b: net.example(b) for b in batches}
+    built = {}
+    # ONNX Runtime first: its export holds a second copy of the graph's weights for a while, so it runs before
+    # the bf16 copy exists (the full UNet is 3.4 GB in fp32)
+    for label in sorted(labels, key=lambda v: VARIANTS[v][0] != "onnxruntime"):
+        if budget.spent():
+            built[label] = Measured(label, error="not run: over the time budget (--budget-min)")
             continue
-        build_s = time.perf_counter() - t0
-        print(f"  {title}: {label} built in {build_s:.1f} s", flush=True)
-        used = "/".join(sorted({r.backend for r in runners}))
-        for b in batches:
-            def call():
-                with torch.inference_mode():
-                    return [as_tuple(r(*x)) for r, x in zip(runners, inputs[b])]
-            with PeakRSS() as mem:
-                t = timed(call, repeats)
-                outs = call()
-            cos = min(cosine(o, r) for out, ref in zip(outs, refs[b]) for o, r in zip(out, ref))
-            if label == "eager fp32":
-                base[b] = t
-            ratio = base[b] / t if b in base else float("nan")
-            rows.append((title, label if used == backend else f"{label} (ran {used})", b, f"{t * 1000:.0f}",
-                         f"{b / t:.2f}", f"{ratio:.2f}x", f"{mem.extra_mb:.0f}", f"{cos:.6f}"))
-            print("  " + " | ".join(str(c) for c in rows[-1]), flush=True)     # as measured (long runs)
-        rows.append((title, f"  {label} build", "-", f"{build_s:.1f} s", "", "", "", ""))
-        del runners
+        m = build_variant(net, label, cache, batches, ort_threads)
+        print(f"  {net.name}: {label} {'built' if not m.error else m.error} in {m.build_s:.1f} s "
+              f"(+{m.resident_mb:.0f} MB resident)", flush=True)
+        built[label] = m
         gc.collect()
-    for net in nets:
-        net.module.to(torch.float32)
+    variants = [built[label] for label in labels]
+    live = [m for m in variants if m.runner is not None]
+    warm = set()
+    for i, b in enumerate(batches):                   # warm-up: first-call allocations, compile's graph per batch
+        for m in live:
+            if i == 0 or VARIANTS[m.label][0] == "compile":
+                if budget.spent():
+                    continue                          # not warmed up at this batch: not timed there either
+                t = time.perf_counter()
+                call(m.runner, inputs[b])
+                print(f"  {net.name}: {m.label} warm-up at batch {b}: {time.perf_counter() - t:.1f} s", flush=True)
+            warm.add((m.label, b))
+    refs = {}
+    for r in range(rounds):
+        for b in batches:
+            for m in live:
+                if (m.label, b) not in warm or (budget.spent() and m.times.get(b)):
+                    continue                              # over budget: at least one timed call per warm cell
+                with PeakRSS() as mem:
+                    t = time.perf_counter()
+                    out = call(m.runner, inputs[b])
+                    dt = time.perf_counter() - t
+                m.times.setdefault(b, []).append(dt)
+                m.peak_mb[b] = max(m.peak_mb.get(b, 0.0), mem.extra_mb)
+                if m.label == BASELINE and b not in refs:
+                    refs[b] = out
+                if b in refs and b not in m.cos:
+                    m.cos[b] = min(cosine(o, ref) for o, ref in zip(out, refs[b]))
+                print(f"  {net.name}: round {r + 1} batch {b} {m.label}: {dt * 1000:.0f} ms", flush=True)
+    for m in variants:
+        m.runner = None
+    gc.collect()
+    return variants
+
+
+def rows_for(title: str, per_net: list, batches) -> list:
+    """Rows of a pair of networks: each variant's summed medians; parity the worse of the two networks."""
+    rows = []
+    labels = [m.label for m in per_net[0]]
+    base = {}
+    for k, label in enumerate(labels):
+        ms = [variants[k] for variants in per_net]
+        err = next((m.error for m in ms if m.error), "")
+        if err:
+            rows.append((title, label, "-", err, "", "", "", "", ""))
+            continue
+        for b in batches:
+            meds = [m.median(b) for m in ms]
+            if any(t is None for t in meds):
+                rows.append((title, label, b, "not timed (time budget)", "", "", "", "", ""))
+                continue
+            t = sum(meds)
+            if label == BASELINE:
+                base[b] = t
+            ratio = f"{base[b] / t:.2f}x" if b in base else "-"
+            cos = min((m.cos[b] for m in ms if b in m.cos), default=float("nan"))
+            n = min(len(m.times[b]) for m in ms)
+            rows.append((title, label, b, f"{t * 1000:.0f}", f"{b / t:.3f}", ratio,
+                         f"{sum(m.resident_mb for m in ms):.0f}", f"{max(m.peak_mb[b] for m in ms):.0f}",
+                         f"{cos:.6f}", n))
+        rows.append((title, f"  {label} build", "-", f"{sum(m.build_s for m in ms):.1f} s", "", "", "", "", ""))
     return rows
 
 
-def print_table(rows, header=("networks", "variant", "batch", "ms/call", "frames/s", "vs eager fp32",
-                              "peak MB", "cos vs fp32")) -> None:
-    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+def bench_pair(title: str, nets, labels, batches, rounds, cache, ort_threads, budget) -> list:
+    per_net = []
+    for net in nets:
+        per_net.append(bench_network(net, labels, batches, rounds, cache, ort_threads, budget))
+        part = rows_for(net.name, per_net[-1:], batches)
+        print_table(part)
+    return rows_for(title, per_net, batches)
+
+
+HEADER = ("networks", "variant", "batch", "ms/call", "frames/s", "vs eager fp32", "resident MB", "peak MB",
+          "cos vs fp32", "calls")
+
+
+def print_table(rows, header=HEADER) -> None:
+    widths = [max(len(str(r[i])) if i < len(r) else 0 for r in [header, *rows]) for i in range(len(header))]
     line = " | ".join(h.ljust(w) for h, w in zip(header, widths))
     print(line)
     print("-" * len(line))
     for r in rows:
         print(" | ".join(str(c).ljust(w) for c, w in zip(r, widths)))
+    sys.stdout.flush()
 
 
-def pipelined_vs_sequential(seconds: float, quick: bool) -> None:
+def pipelined_vs_sequential(seconds: float) -> None:
     """A MuseTalk clip on the tiny models, the same render with and without overlapped stages."""
     from engines.musetalk.avatar import build_avatar
     from engines.musetalk.face_track import HaarDetector, track_faces
@@ -145,7 +240,7 @@ def pipelined_vs_sequential(seconds: float, quick: bool) -> None:
         avatar = build_avatar(nets, frames, track, 25.0)
         audio = speech_like(seconds)
         results = {}
-        for name, pipelined in (("sequential", False), ("pipelined", True)):
+        for name, pipelined in (("warm-up", True), ("sequential", False), ("pipelined", True)):
             stages: dict = {}
             count = 0
             t = time.perf_counter()
@@ -154,40 +249,72 @@ def pipelined_vs_sequential(seconds: float, quick: bool) -> None:
                 count += chunk.shape[0]          # frames dropped: the encoder's share is measured in bench_export
             results[name] = (time.perf_counter() - t, dict(stages), count)
     seq, pipe = results["sequential"], results["pipelined"]
-    slowest = max(pipe[1].values()) if pipe[1] else float("nan")
-    print(f"\nMuseTalk tiny, {seconds:g} s clip ({seq[2]} frames at 25 fps, batch 8):")
+    name, slowest = max(seq[1].items(), key=lambda kv: kv[1])
+    print(f"\nMuseTalk tiny, {seconds:g} s clip ({seq[2]} frames at 25 fps, batch 8), {torch.get_num_threads()} "
+          "torch threads:")
     print(f"  sequential wall {seq[0]:.2f} s; stage times {', '.join(f'{k} {v:.2f} s' for k, v in seq[1].items())}")
-    print(f"  pipelined  wall {pipe[0]:.2f} s; stage times {', '.join(f'{k} {v:.2f} s' for k, v in pipe[1].items())}")
-    print(f"  pipelined / sequential {pipe[0] / seq[0]:.2f}; pipelined wall / slowest stage {pipe[0] / slowest:.2f}")
+    print(f"  pipelined  wall {pipe[0]:.2f} s; stage times {', '.join(f'{k} {v:.2f} s' for k, v in pipe[1].items())}"
+          " (overlapped, so each is longer than alone)")
+    print(f"  pipelined / sequential {pipe[0] / seq[0]:.2f}; pipelined wall / slowest stage alone ({name} "
+          f"{slowest:.2f} s) {pipe[0] / slowest:.2f}; sum of stages alone / slowest {sum(seq[1].values()) / slowest:.2f}")
+
+
+class Budget:
+    def __init__(self, minutes):
+        self.start, self.limit = time.perf_counter(), (minutes * 60 if minutes else None)
+
+    def spent(self) -> bool:
+        return self.limit is not None and time.perf_counter() - self.start > self.limit
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="tiny networks, batch 1-2, 3 s clip")
-    ap.add_argument("--batches", default=None, help="comma-separated batch sizes (default 1,2,4; quick 1,2)")
-    ap.add_argument("--repeats", type=int, default=None)
+    ap.add_argument("--batches", default=None, help="comma-separated batch sizes (default 1,4; quick 1,2)")
+    ap.add_argument("--rounds", type=int, default=None, help="timed calls per variant and batch (default 2; "
+                    "quick 2)")
     ap.add_argument("--only", choices=("musetalk", "ditto", "pipeline"), default=None)
+    ap.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated, of: {', '.join(VARIANTS)}")
+    ap.add_argument("--ort-threads", type=int, default=None, help="ONNX Runtime intra-op threads (default: its own)")
+    ap.add_argument("--budget-min", type=float, default=None,
+                    help="stop building and re-timing after this many minutes (every built cell keeps one timed "
+                         "call); the rows say what was not measured")
     args = ap.parse_args()
-    batches = [int(b) for b in (args.batches or ("1,2" if args.quick else "1,2,4")).split(",")]
-    repeats = args.repeats or (2 if args.quick else 3)
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} CPUs; "
-          f"{'tiny' if args.quick else 'full-size'} networks with random weights; batches {batches}")
+    batches = [int(b) for b in (args.batches or ("1,2" if args.quick else "1,4")).split(",")]
+    rounds = args.rounds or 2
+    labels = [v.strip() for v in args.variants.split(",") if v.strip()]
+    unknown = [v for v in labels if v not in VARIANTS]
+    if unknown:
+        ap.error(f"--variants: unknown {unknown}; choose from {list(VARIANTS)}")
+    if BASELINE not in labels:
+        labels.insert(0, BASELINE)
+    budget = Budget(args.budget_min)
+    started = time.perf_counter()
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} CPUs, load average "
+          f"{os.getloadavg()[0]:.1f}; {'tiny' if args.quick else 'full-size'} networks with random weights; "
+          f"batches {batches}, {rounds} timed rounds", flush=True)
+    if args.only in (None, "pipeline"):           # cheap (tiny models): first, so it is never cut by the budget
+        pipelined_vs_sequential(3.0 if args.quick else 10.0)
     with tempfile.TemporaryDirectory(prefix="bench-accel-") as tmp:
         cache = ContentCache(tmp)
         rows = []
         if args.only in (None, "musetalk"):
             try:
-                rows += bench_group("MuseTalk UNet + VAE decode", musetalk_networks(args.quick), batches, repeats,
-                                    cache)
+                nets = musetalk_networks(args.quick)
             except ImportError as exc:
                 print(f"MuseTalk skipped: {exc} (needs diffusers)")
+            else:
+                rows += bench_pair("MuseTalk UNet + VAE decode", nets, labels, batches, rounds, cache,
+                                   args.ort_threads, budget)
+                del nets
+                gc.collect()
         if args.only in (None, "ditto"):
-            rows += bench_group("Ditto warp + decoder", ditto_networks(args.quick), batches, repeats, cache)
+            rows += bench_pair("Ditto warp + decoder", ditto_networks(args.quick), labels, batches, rounds, cache,
+                               args.ort_threads, budget)
         if rows:
             print()
             print_table(rows)
-    if args.only in (None, "pipeline"):
-        pipelined_vs_sequential(3.0 if args.quick else 10.0, args.quick)
+    print(f"\ntotal {time.perf_counter() - started:.0f} s; load average at the end {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from benchmarks.accel_nets import ditto_networks, musetalk_networks  # noqa: E402
-from engines.accel import BuildOptions, accelerate, cosine  # noqa: E402
+from engines.accel import AUTO_ORDER, BuildOptions, accelerate, cosine  # noqa: E402
 from engines.accel.network import as_tuple, place  # noqa: E402
 from engines.common.cache import ContentCache  # noqa: E402
 
@@ -41,7 +41,7 @@ def variants(device: torch.device):
     return [(f"eager {name}", "eager", low), (f"compile {name}", "compile", low),
             (f"cudagraphs {name}", "cudagraphs", low),
             (f"onnxruntime {'fp16' if ort_dtype == torch.float16 else 'fp32'}", "onnxruntime", ort_dtype),
-            ("tensorrt fp16", "tensorrt", torch.float16 if device.type == "cuda" else torch.float32)]
+            (f"tensorrt {'fp16' if ort_dtype == torch.float16 else 'fp32'}", "tensorrt", ort_dtype)]
 
 
 def sync(device):
@@ -130,6 +130,14 @@ def main():
     print("\n" + line + "\n" + "-" * len(line))
     for r in rows:
         print(" | ".join(str(c).ljust(w) for c, w in zip(r, widths)))
+    print()
+    for title in dict.fromkeys(r[0] for r in rows):
+        timed_rows = [r for r in rows if r[0] == title and isinstance(r[2], int) and r[2] == max(batches)]
+        if timed_rows:
+            best = min(timed_rows, key=lambda r: float(r[3]))
+            print(f"fastest for {title} at batch {best[2]}: {best[1]} ({best[5]} eager's speed)")
+    print(f"auto's order on {device.type} (engines/accel/backends.py AUTO_ORDER): "
+          f"{' > '.join(AUTO_ORDER.get(device.type, ('eager',)))}")
     print(f"\ntotal {time.perf_counter() - started:.0f} s")
 
 

@@ -28,21 +28,11 @@ import torch
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from benchmarks.accel_nets import musetalk_modules  # noqa: E402
 from engines.musetalk.avatar import Avatar  # noqa: E402
 from engines.musetalk.blend import MouthPaster, mouth_mask  # noqa: E402
 from engines.musetalk.lipsync import LipSyncSettings, lipsync_chunks  # noqa: E402
 from engines.musetalk.loader import MuseTalkNets  # noqa: E402
-
-UNET = dict(act_fn="silu", attention_head_dim=8, block_out_channels=[320, 640, 1280, 1280], cross_attention_dim=384,
-            down_block_types=["CrossAttnDownBlock2D"] * 3 + ["DownBlock2D"], downsample_padding=1,
-            flip_sin_to_cos=True, freq_shift=0, in_channels=8, layers_per_block=2, norm_eps=1e-5, norm_num_groups=32,
-            out_channels=4, sample_size=64, up_block_types=["UpBlock2D"] + ["CrossAttnUpBlock2D"] * 3)
-VAE = dict(act_fn="silu", block_out_channels=[128, 256, 512, 512], down_block_types=["DownEncoderBlock2D"] * 4,
-           in_channels=3, latent_channels=4, layers_per_block=2, norm_num_groups=32, out_channels=3, sample_size=256,
-           up_block_types=["UpDecoderBlock2D"] * 4)
-TINY_UNET = dict(UNET, attention_head_dim=2, block_out_channels=[32, 64, 64, 64], layers_per_block=1)
-TINY_VAE = dict(VAE, block_out_channels=[16, 16, 32, 32], layers_per_block=1, norm_num_groups=16)
-
 
 class _RandomFeatures(torch.nn.Module):
     """Stands in for the Whisper encoder when transformers is missing: 5 hidden states of [b, 1500, 384]."""
@@ -56,11 +46,7 @@ class _RandomFeatures(torch.nn.Module):
 
 
 def networks(device, dtype, tiny: bool) -> MuseTalkNets:
-    from diffusers import AutoencoderKL, UNet2DConditionModel
-
-    torch.manual_seed(0)
-    unet = UNet2DConditionModel(**(TINY_UNET if tiny else UNET)).to(device, dtype).eval()
-    vae = AutoencoderKL(**(TINY_VAE if tiny else VAE)).to(device, dtype).eval()
+    unet, vae = (m.to(device, dtype) for m in musetalk_modules(tiny))
     try:
         from transformers import WhisperConfig, WhisperFeatureExtractor, WhisperModel
 

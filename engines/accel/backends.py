@@ -50,6 +50,7 @@ class BuildOptions:
     progress: Optional[Callable[[int, int], None]] = None   # engine build progress
     parity: bool = True
     compiler: str = "inductor"                    # torch.compile's backend (tests use "aot_eager": no C++ build)
+    ort_threads: Optional[int] = None             # ONNX Runtime's intra-op threads (None: its default)
 
 
 @dataclass
@@ -65,6 +66,7 @@ class Runner:
     fallbacks: list = field(default_factory=list)      # "backend: reason" for each backend that was tried first
     parity: Optional[float] = None
     placed: bool = False                              # fn places its own inputs (TensorRT, ONNX Runtime on CUDA)
+    asked: str = ""                                   # the backend the caller asked for ("auto" or this one)
 
     def __call__(self, *inputs):
         if self.placed:
@@ -73,7 +75,7 @@ class Runner:
 
     @property
     def summary(self) -> str:
-        text = f"{self.net.name}: {self.backend}"
+        text = f"{self.net.name}: {'auto picked ' if self.asked == 'auto' else ''}{self.backend}"
         extra = [x for x in (self.detail, name_of(self.dtype)) if x]
         text += f" ({', '.join(extra)})"
         if self.parity is not None:
@@ -188,7 +190,7 @@ class _OrtRunner:
         return outs[0] if len(outs) == 1 else tuple(outs)
 
 
-def ort_session(path: Path, device: torch.device):
+def ort_session(path: Path, device: torch.device, threads: Optional[int] = None):
     """An ORT session for `path` on `device`; raises BackendUnavailable when ORT cannot use that device."""
     try:
         import onnxruntime as ort
@@ -199,7 +201,7 @@ def ort_session(path: Path, device: torch.device):
                                  "installed; install 'onnxruntime-gpu' instead)")
     if device.type not in ("cuda", "cpu"):
         raise BackendUnavailable(f"onnxruntime has no provider for {device.type} here")
-    session = onnx_session(path, device)
+    session = onnx_session(path, device, intra_op_threads=threads)
     if device.type == "cuda" and session.get_providers()[0] != "CUDAExecutionProvider":
         raise BackendUnavailable(f"onnxruntime could not start its CUDA provider (it runs {session.get_providers()})")
     return session
@@ -214,7 +216,7 @@ def build_onnxruntime(net: Network, opts: BuildOptions) -> Runner:
                                  "on the CPU")
     session_device = net.device
     art = export_onnx(net, max(opts.batches), opts.cache)
-    session = ort_session(art.path, session_device)
+    session = ort_session(art.path, session_device, opts.ort_threads)
     cuda = session_device.type == "cuda"
     provider = session.get_providers()[0]
     detail = f"{provider}, onnx {art.sha256[:12]}{', reused' if art.reused else ', exported'}"
@@ -304,8 +306,8 @@ def accelerate(net: Network, backend: str = "auto", opts: Optional[BuildOptions]
         except Exception as exc:     # a backend's own crash (compiler missing, export error): named, then next
             failures.append(f"{name}: failed with {type(exc).__name__}: {str(exc).splitlines()[0][:300]}")
             continue
-        runner.fallbacks = failures
-        chosen = "auto picked" if backend == "auto" else ("running" if not failures else "falling back to")
-        _report(f"{net.name}: {chosen} {runner.summary.split(': ', 1)[1]}")
+        runner.fallbacks, runner.asked = failures, backend
+        chosen = "" if backend == "auto" else ("running " if not failures else "falling back to ")
+        _report(f"{net.name}: {chosen}{runner.summary.split(': ', 1)[1]}")      # auto: "auto picked ..."
         return runner
     raise RuntimeError(f"{net.name}: no backend could run it: {'; '.join(failures)}")

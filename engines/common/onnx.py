@@ -41,13 +41,16 @@ def providers_for(device: Optional[torch.device]) -> list[str]:
 
 
 def onnx_session(path: os.PathLike | str, device: Optional[torch.device] = None, input_name: Optional[str] = None,
-                 expected: str = "a readable .onnx file"):
+                 expected: str = "a readable .onnx file", intra_op_threads: Optional[int] = None):
     """An ``onnxruntime.InferenceSession`` for `path` (warnings silenced: onnxruntime logs every unused
-    initializer). With `input_name`, a file onnxruntime cannot open is an `InputError` naming that input."""
+    initializer). With `input_name`, a file onnxruntime cannot open is an `InputError` naming that input.
+    `intra_op_threads`: the CPU provider's thread count (None: onnxruntime's default, one per physical core)."""
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
     opts.log_severity_level = 3
+    if intra_op_threads:
+        opts.intra_op_num_threads = int(intra_op_threads)
     providers = providers_for(device)
     try:
         session = ort.InferenceSession(str(path), sess_options=opts, providers=providers)

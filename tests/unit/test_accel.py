@@ -5,6 +5,7 @@ import json
 import logging
 import sys
 import types
+from dataclasses import replace
 
 import pytest
 import torch
@@ -61,8 +62,9 @@ def test_onnxruntime_matches_eager_and_reuses_its_export(opts, caplog):
     x, s = torch.randn(2, 3, 16, 16), torch.rand(2)
     got, ref = runner(x, s), net.module(x, s)
     assert all(cosine(a, b) > 0.99999 for a, b in zip(got, ref))
-    again = accelerate(toy_net(), "onnxruntime", opts)          # same weights, same profile: no second export
+    again = accelerate(toy_net(), "onnxruntime", replace(opts, ort_threads=1))   # same profile: no second export
     assert "reused" in again.summary
+    assert again.fn.session.get_session_options().intra_op_num_threads == 1
     entries = list((opts.cache.root / onnx_export.NAMESPACE).iterdir())
     assert len(entries) == 1
     assert {p.name for p in entries[0].iterdir()} >= {"model.onnx", "meta.json"}
@@ -148,6 +150,7 @@ def test_auto_picks_the_first_that_works_and_says_so(opts, caplog, monkeypatch):
     with caplog.at_level(logging.INFO, "broadcast_avatar.accel"):
         runner = accelerate(toy_net(), "auto", opts)
     assert runner.backend == "onnxruntime" and "tensorrt: TensorRT is not installed" in runner.summary
+    assert runner.summary.startswith("toy: auto picked onnxruntime (")          # the node's text says it too
     assert any("auto picked onnxruntime" in r.getMessage() for r in caplog.records)
     # bf16 weights: onnxruntime has no bf16 kernels, so auto names that and runs eager
     net = toy_net()
