@@ -120,10 +120,11 @@ def _report_workflows_this_core_cannot_run():
 async def comfy_entrypoint():
     from comfy_api.latest import ComfyExtension
 
-    from .nodes.comfy_bridge import register_folders, report_cache
+    from .nodes.comfy_bridge import register_folders, register_routes, report_cache
 
     register_folders()
     report_cache()
+    register_routes()
 
     class BroadcastAvatarExtension(ComfyExtension):
         async def get_node_list(self):

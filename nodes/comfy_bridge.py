@@ -6,6 +6,7 @@ Engines never import ComfyUI; nodes use these helpers to hand them plain objects
 from __future__ import annotations
 
 import os
+import weakref
 from pathlib import Path
 
 import folder_paths
@@ -125,6 +126,44 @@ def report_cache() -> None:
         log.warning("Broadcast Avatar: cache: %s", exc)
 
 
+MEMORY_ROUTE = "/broadcast_avatar/memory"
+
+
+def memory_report() -> dict:
+    """What this server holds: host RSS of the process, the models in ComfyUI's model management (loaded on a
+    device) and the pack's model handles still alive (loader outputs ComfyUI keeps in its cache)."""
+    import comfy.model_management as mm
+    import psutil
+
+    loaded = []
+    for lm in list(mm.current_loaded_models):
+        model = getattr(lm, "model", None)
+        inner = getattr(model, "model", None)
+        loaded.append(type(inner if inner is not None else model).__name__)
+    live = [m.name for m in list(_LIVE_MODELS)]
+    return {"rss_bytes": int(psutil.Process().memory_info().rss), "loaded_models": len(loaded),
+            "loaded_model_types": sorted(loaded), "pack_models": len(live), "pack_model_names": sorted(live)}
+
+
+def register_routes() -> None:
+    """GET /broadcast_avatar/memory: `memory_report()` as JSON (the memory test and anyone watching a server use
+    it; POST /free {"unload_models": true} is core's way to unload)."""
+    import logging
+
+    try:
+        from aiohttp import web
+        from server import PromptServer
+
+        routes = PromptServer.instance.routes
+    except Exception as exc:  # not inside a running ComfyUI server
+        logging.getLogger("broadcast_avatar").debug("Broadcast Avatar: no routes registered (%s)", exc)
+        return
+
+    @routes.get(MEMORY_ROUTE)
+    async def _memory(request):
+        return web.json_response(memory_report())
+
+
 def output_dir() -> Path:
     return Path(folder_paths.get_output_directory())
 
@@ -158,6 +197,9 @@ def _holder_class():
     return Holder
 
 
+_LIVE_MODELS = weakref.WeakSet()   # every ManagedModel still referenced (a loader's output in ComfyUI's cache)
+
+
 class ManagedModel:
     """A loaded model behind a ComfyUI ModelPatcher, so core's model management places, offloads and unloads it.
 
@@ -176,6 +218,7 @@ class ManagedModel:
         import comfy.model_management as mm
         import comfy.model_patcher
 
+        _LIVE_MODELS.add(self)
         self.module = module
         self.engine = module if engine is None else engine
         self.full_load = full_load

@@ -20,11 +20,12 @@ from ..engines.ditto.keypoints import DriveSettings
 from ..engines.ditto.living import LivingSettings
 from ..engines.ditto.motion import EMOTIONS
 from ..engines.ditto.avatar import AvatarSettings
+from ..engines.ditto.avatar import load_from_source as packet_by_source
 from ..engines.ditto.pipeline import DittoPipeline
 from ..engines.ditto.putback import BLEND_MODES as PUTBACK_BLENDS
 from ..engines.ditto.render import RenderSettings
 from ..engines.export import check_prefix
-from . import comfy_bridge, core_features, types
+from . import comfy_bridge, core_features, sources, types
 from .accel import BACKENDS, Accelerated, backend_input
 from .inputs import PRECISIONS, resolve_precision, validate
 from .video_output import HIDDEN, stream_video
@@ -119,8 +120,11 @@ class BroadcastDittoAvatar(io.ComfyNode):
                         "frame, saved as a packet keyed by the frames' content; a second run never re-registers.",
             inputs=[
                 types.DittoModel.Input("ditto_model", tooltip="From Broadcast Ditto Loader."),
-                io.Image.Input("images", tooltip="A portrait (1 frame) or an action loop (frames played in a loop "
-                                                  "behind the talking face). Frames without a face are interpolated."),
+                io.Image.Input("images", lazy=True,
+                               tooltip="A portrait (1 frame) or an action loop (frames played in a loop behind the "
+                                       "talking face). Frames without a face are interpolated. Fed by Broadcast "
+                                       "Load Video (or Load Image), a cached packet is found from the file itself "
+                                       "(name, size, modification time) and the loop is not even decoded."),
                 io.Float.Input("crop_scale", default=2.3, min=1.5, max=4.0, step=0.05,
                                tooltip="Crop side as a multiple of the face's landmark extent (upstream 2.3)."),
                 io.Float.Input("crop_vy_ratio", default=-0.125, min=-0.5, max=0.5, step=0.005,
@@ -133,18 +137,36 @@ class BroadcastDittoAvatar(io.ComfyNode):
                              tooltip="Frames through the extractors at once."),
             ],
             outputs=[types.DittoAvatar.Output("avatar", display_name="avatar")],
+            hidden=[io.Hidden.prompt, io.Hidden.unique_id],
         )
 
     @classmethod
-    def execute(cls, ditto_model, images, crop_scale, crop_vy_ratio, loop_smoothing, batch_size) -> io.NodeOutput:
-        images = check_image_batch(images, "images")
-        pipeline, _ = ditto_model.ready()
+    def _source_key(cls, ditto_model, crop_scale, crop_vy_ratio, loop_smoothing, batch_size):
+        # What made the frames, read off the prompt (files by identity); None when it is not a known source, and the
+        # packet is then found by content as before.
         settings = AvatarSettings(crop_scale=float(crop_scale), crop_vy_ratio=float(crop_vy_ratio),
-                                     smooth_k=int(loop_smoothing), batch_size=int(batch_size))
+                                  smooth_k=int(loop_smoothing), batch_size=int(batch_size))
+        return settings, ditto_model.engine.avatar_source_key(sources.signature(cls, ("images",)), settings)
+
+    @classmethod
+    def check_lazy_status(cls, ditto_model, crop_scale, crop_vy_ratio, loop_smoothing, batch_size, images=None):
+        _, key = cls._source_key(ditto_model, crop_scale, crop_vy_ratio, loop_smoothing, batch_size)
+        if key is not None and packet_by_source(comfy_bridge.cache(), key) is not None:
+            return []       # a cold boot: the loop is not decoded
+        return ["images"] if images is None else []
+
+    @classmethod
+    def execute(cls, ditto_model, crop_scale, crop_vy_ratio, loop_smoothing, batch_size, images=None) -> io.NodeOutput:
+        if images is not None:
+            images = check_image_batch(images, "images")
+        settings, key = cls._source_key(ditto_model, crop_scale, crop_vy_ratio, loop_smoothing, batch_size)
+        pipeline, _ = ditto_model.ready()
         avatar, hit = pipeline.prepare_avatar(images, settings, comfy_bridge.cache(),
-                                              comfy_bridge.progress(2 * images.shape[0]))
+                                              comfy_bridge.progress(2 * images.shape[0] if images is not None else 1),
+                                              source_key=key)
         log.info("Broadcast Ditto: avatar %s (%d frames) %s", avatar.key[:12], avatar.num_frames,
-                 "loaded from its packet" if hit else "registered")
+                 ("loaded from its packet" if hit else "registered")
+                 + (", found by its source file (not decoded)" if images is None else ""))
         return io.NodeOutput(avatar)
 
 

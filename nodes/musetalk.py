@@ -13,13 +13,15 @@ import folder_paths
 from comfy_api.latest import io, ui
 
 from ..engines.common.errors import InputError
+from ..engines.common.fingerprint import source_identity
 from ..engines.common.images import RGB, check_image_batch
 from ..engines.common.loop_modes import LEGACY_LOOP_MODES, LOOP_MODES
 from ..engines.export.paths import check_prefix
 from ..engines.musetalk.face_track import HaarDetector, parse_box, track_faces, track_from_box, track_from_masks
 from ..engines.musetalk.face_track import preview as track_preview
 from ..engines.musetalk.accel import accelerate_musetalk
-from ..engines.musetalk.avatar import CropSettings, build_avatar
+from ..engines.musetalk.avatar import CropSettings, build_avatar, source_key
+from ..engines.musetalk.avatar import load_from_source as avatar_by_source
 from ..engines.musetalk.blend import MouthEllipse
 from ..engines.musetalk.cadence import VELOCITY_THRESHOLD
 from ..engines.musetalk.lipsync import (BLEND_MODES, MAX_STRIDE, STRIDE_MODES, LipSyncSettings, LipSyncStats, lipsync,
@@ -27,7 +29,7 @@ from ..engines.musetalk.lipsync import (BLEND_MODES, MAX_STRIDE, STRIDE_MODES, L
 from ..engines.musetalk.loader import describe, load_musetalk
 from ..engines.musetalk.viseme import DEFAULT_CAPACITY as VISEME_CAPACITY, MAX_CAPACITY as VISEME_MAX_CAPACITY
 from ..engines.musetalk.viseme import MAX_THRESHOLD as VISEME_MAX_THRESHOLD, OFF as VISEME_OFF
-from . import comfy_bridge, core_features, types
+from . import comfy_bridge, core_features, sources, types
 from .accel import BACKENDS, Accelerated, backend_input
 from .inputs import PRECISIONS, resolve_dtype, validate
 from .video_output import HIDDEN, stream_video
@@ -86,13 +88,33 @@ def _detector_path(name: str) -> Path:
                      "Refresh the page: the file list is read when the node list loads.")
 
 
-def _make_detector(name: str):
+def _has_onnxruntime() -> bool:
     import importlib.util
 
-    has_ort = importlib.util.find_spec("onnxruntime") is not None
+    return importlib.util.find_spec("onnxruntime") is not None
+
+
+def _resolve_detector(name: str) -> str:
+    """`auto` -> the first SCRFD file found (with onnxruntime installed), else haar; other names unchanged."""
     if name == "auto":
-        files = detector_files() if has_ort else []
-        name = files[0] if files else "haar"
+        files = detector_files() if _has_onnxruntime() else []
+        return files[0] if files else "haar"
+    return name
+
+
+def _face_track_source(inputs):
+    """Face Track as a known source (nodes/sources.py): its inputs, the detector it will really run by identity."""
+    name = _resolve_detector(inputs.get("detector", "auto"))
+    detector = name if name in BUILTIN_DETECTORS else source_identity(_detector_path(name), name)
+    return {**inputs, "detector": detector}
+
+
+sources.register("BroadcastFaceTrack", _face_track_source)
+
+
+def _make_detector(name: str):
+    has_ort = _has_onnxruntime()
+    name = _resolve_detector(name)
     if name == "haar":
         return HaarDetector(), "haar"
     if not has_ort:
@@ -209,9 +231,12 @@ class BroadcastMuseTalkAvatar(io.ComfyNode):
             inputs=[
                 types.MuseTalkModel.Input("musetalk_model", tooltip="From Broadcast MuseTalk Loader (its VAE encodes "
                                                                     "the crops)."),
-                io.Image.Input("images", tooltip="The avatar loop (the frames the face track was made from)."),
-                types.FaceTrack.Input("face_track", tooltip="Per-frame face boxes of these frames."),
-                io.Float.Input("fps", default=25.0, min=1.0, max=120.0, step=0.001,
+                io.Image.Input("images", lazy=True,
+                               tooltip="The avatar loop (the frames the face track was made from). Fed by Broadcast "
+                                       "Load Video, a cached avatar is found from the file itself (name, size, "
+                                       "modification time) and the loop is not even decoded."),
+                types.FaceTrack.Input("face_track", lazy=True, tooltip="Per-frame face boxes of these frames."),
+                io.Float.Input("fps", default=25.0, min=1.0, max=120.0, step=0.001, lazy=True,
                                tooltip="The loop's frame rate (from the video loader): maps video time to loop "
                                        "frames. MuseTalk is trained at 25."),
                 io.Float.Input("crop_top", default=0.08, min=-0.5, max=1.0, step=0.01,
@@ -225,18 +250,44 @@ class BroadcastMuseTalkAvatar(io.ComfyNode):
                 io.Int.Input("batch_size", default=8, min=1, max=64, step=1, tooltip="Crops per VAE encode call."),
             ],
             outputs=[types.MuseTalkAvatar.Output("avatar", display_name="avatar")],
+            hidden=[io.Hidden.prompt, io.Hidden.unique_id],
         )
 
+    LAZY = ("images", "face_track", "fps")
+
     @classmethod
-    def execute(cls, musetalk_model, images, face_track, fps, crop_top, crop_bottom, crop_side, mouth_feather,
-                batch_size) -> io.NodeOutput:
-        settings = CropSettings(top=float(crop_top), bottom=float(crop_bottom), side=float(crop_side),
-                                mouth=MouthEllipse(feather=float(mouth_feather)))
+    def _settings(cls, crop_top, crop_bottom, crop_side, mouth_feather) -> CropSettings:
+        return CropSettings(top=float(crop_top), bottom=float(crop_bottom), side=float(crop_side),
+                            mouth=MouthEllipse(feather=float(mouth_feather)))
+
+    @classmethod
+    def _source_key(cls, musetalk_model, settings):
+        # What made the frames, the track and the rate, read off the prompt (files by identity): None when any of
+        # it is not a known source, and the avatar is then found by content as before.
+        nets = musetalk_model.engine
+        return source_key(sources.signature(cls, cls.LAZY), settings, nets.vae_id, nets.compute_dtype)
+
+    @classmethod
+    def check_lazy_status(cls, musetalk_model, crop_top, crop_bottom, crop_side, mouth_feather, batch_size,
+                          **lazy):
+        key = cls._source_key(musetalk_model, cls._settings(crop_top, crop_bottom, crop_side, mouth_feather))
+        if key is not None and avatar_by_source(comfy_bridge.cache(), key) is not None:
+            return []       # a cold boot: the loop is neither decoded nor tracked
+        # Only linked inputs appear here (as None until evaluated); asking for an unlinked one would fail.
+        return [name for name in cls.LAZY if name in lazy and lazy[name] is None]
+
+    @classmethod
+    def execute(cls, musetalk_model, crop_top, crop_bottom, crop_side, mouth_feather, batch_size, images=None,
+                face_track=None, fps=None) -> io.NodeOutput:
+        settings = cls._settings(crop_top, crop_bottom, crop_side, mouth_feather)
+        key = cls._source_key(musetalk_model, settings)
         nets, device = musetalk_model.ready()
-        avatar = build_avatar(nets, images, face_track, float(fps), settings, device=device,
+        avatar = build_avatar(nets, images, face_track, None if fps is None else float(fps), settings, device=device,
                               cache=comfy_bridge.cache(), batch_size=int(batch_size),
-                              progress=comfy_bridge.progress(int(images.shape[0])))
-        state = "loaded from cache" if avatar.from_cache else "precompiled"
+                              progress=comfy_bridge.progress(int(images.shape[0]) if images is not None else 1),
+                              source_key=key)
+        state = ("loaded from cache" if avatar.from_cache else "precompiled") + \
+                (" (found by its source file, not decoded)" if images is None else "")
         return io.NodeOutput(avatar, ui=ui.PreviewText(f"{len(avatar)} frames {state} ({avatar.key[:12]})"))
 
 

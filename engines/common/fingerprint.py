@@ -32,3 +32,13 @@ def file_fingerprint(paths: Iterable[os.PathLike | str], edge_bytes: int = 65536
             f.seek(max(0, size - edge_bytes))
             h.update(f.read(edge_bytes))
     return h.hexdigest()
+
+
+def source_identity(path: os.PathLike | str, name: str, edge_bytes: int = 65536) -> dict:
+    """What identifies a source file the user picked, without reading it whole: its `name` as the user picked it
+    (relative to ComfyUI's input folder), its size, its modification time in nanoseconds and a digest of its first
+    and last `edge_bytes` bytes (so a file replaced by another of the same size with its old mtime still differs).
+    Part of the keys of entries found from that file (engines/common/source_cache.py)."""
+    st = os.stat(path)
+    return {"name": str(name), "size": int(st.st_size), "mtime_ns": int(st.st_mtime_ns),
+            "edges": file_fingerprint([path], edge_bytes)}

@@ -23,3 +23,45 @@ def collect_frames(chunks: Iterable[torch.Tensor], total: int, frame_shape: tupl
     if done != total:
         raise RuntimeError(f"the renderer yielded {done} of the {total} frames it announced")
     return out
+
+
+def frames_to_uint8(images: torch.Tensor) -> torch.Tensor:
+    """ComfyUI IMAGE (N, H, W, C) float in [0, 1] -> (N, H, W, 3) uint8, frame by frame (no float copy). Lossless
+    for frames decoded from a file (Load Video's are k/255)."""
+    out = torch.empty(tuple(images.shape[:3]) + (3,), dtype=torch.uint8)
+    for i in range(images.shape[0]):
+        out[i] = (images[i, :, :, :3].clamp(0, 1) * 255).round().to(torch.uint8)
+    return out
+
+
+class ByteFrames:
+    """uint8 frames ``[N, H, W, 3]`` (usually memory-mapped from the cache) that read as a float32 0-1 IMAGE batch:
+    indexing converts only the frames asked for, so a cached 1080p loop is never converted (4 bytes a sample) whole.
+
+    Offers what a renderer uses of a frame batch: ``shape``, ``dtype`` (float32), ``device``, ``len()``, indexing
+    (an int, a slice or an index tensor -> a float tensor) and ``float()`` (the whole batch, converted).
+    """
+
+    dtype = torch.float32
+
+    def __init__(self, data: torch.Tensor):
+        if data.dtype != torch.uint8 or data.dim() != 4:
+            raise ValueError(f"ByteFrames: expected uint8 [N, H, W, C], got {data.dtype} {tuple(data.shape)}")
+        self.data = data
+
+    @property
+    def shape(self) -> torch.Size:
+        return self.data.shape
+
+    @property
+    def device(self) -> torch.device:
+        return self.data.device
+
+    def __len__(self) -> int:
+        return int(self.data.shape[0])
+
+    def __getitem__(self, index) -> torch.Tensor:
+        return self.data[index].to(torch.float32).div_(255.0)
+
+    def float(self) -> torch.Tensor:
+        return self[:]

@@ -7,7 +7,7 @@ upstream gives another one.
 """
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 
 def is_link(value: Any) -> bool:
@@ -47,3 +47,61 @@ def _node(prompt: Mapping, node_id: str, memo: dict, path: set) -> Any:
                  "inputs": {k: _value(prompt, v, memo, path) for k, v in sorted(inputs.items())}}
     memo[node_id] = signature
     return signature
+
+
+def source_signature(prompt: Optional[Mapping], node_id: Optional[str], inputs: Sequence[str],
+                     identify: Callable[[str, Mapping], Optional[Mapping]]) -> Optional[dict]:
+    """Like `upstream_signature`, for keys that must hold across server restarts without evaluating anything: every
+    node upstream of `inputs` must be one whose output follows from its inputs and the files it reads, and
+    `identify(class_type, inputs)` says how: it returns the inputs with each picked file replaced by its identity
+    (`fingerprint.source_identity`), or None for a node it does not know (a sampler, a random source, another
+    pack's node) or a file that is not there. One unknown node anywhere upstream makes the whole signature None:
+    the caller then keys by content. Unlinked `inputs` are their own values; a linked one that is absent from the
+    prompt is None."""
+    if not isinstance(prompt, Mapping) or node_id is None or str(node_id) not in prompt:
+        return None
+    own = prompt[str(node_id)].get("inputs", {})
+    memo: dict = {}
+    out = {}
+    for name in inputs:
+        if name not in own:
+            continue
+        value = _identified(prompt, own[name], identify, memo, set())
+        if value is _UNKNOWN:
+            return None
+        out[name] = value
+    return out
+
+
+_UNKNOWN = object()
+
+
+def _identified(prompt: Mapping, value: Any, identify, memo: dict, path: set) -> Any:
+    if not is_link(value):
+        return _value(prompt, value, {}, set())
+    source, output = value
+    if source in memo:
+        node_sig = memo[source]
+    else:
+        node = prompt.get(source)
+        if not isinstance(node, Mapping) or source in path or not isinstance(node.get("inputs", {}), Mapping):
+            return _UNKNOWN
+        try:
+            known = identify(str(node.get("class_type")), node.get("inputs", {}))
+        except Exception:  # a file gone or unreadable, a detector not found: not a known source, key by content
+            known = None
+        if known is None:
+            node_sig = _UNKNOWN
+        else:
+            inner = {}
+            for k, v in sorted(known.items()):
+                inner[k] = _identified(prompt, v, identify, memo, path | {source})
+                if inner[k] is _UNKNOWN:
+                    node_sig = _UNKNOWN
+                    break
+            else:
+                node_sig = {"class_type": node.get("class_type"), "inputs": inner}
+        memo[source] = node_sig
+    if node_sig is _UNKNOWN:
+        return _UNKNOWN
+    return {"from": node_sig, "output": output}

@@ -10,6 +10,10 @@ A loop's motion is mean-smoothed over `smooth_k` frames (upstream 13).
 The packet (engines/common/cache.py, namespace ``ditto_avatar``) holds the frames as uint8, f_s, the motion arrays,
 eye measures and both crop affines (3x3): the putback is computed from the affine, no sampling grids are stored.
 It is keyed by a hash of the frames, the settings and the model files, and read back memory-mapped.
+
+Cold boots: when the node knows what produced the frames (a loop file picked in Load Video, see
+engines/common/source_cache.py), `prepare` is given a `source_key` too: a small link under it names the packet, so
+a later run finds the packet from the file's identity and the settings without decoding or hashing the loop.
 """
 from __future__ import annotations
 
@@ -20,8 +24,10 @@ import cv2
 import numpy as np
 import torch
 
+from ..common import source_cache
 from ..common.cache import ContentCache, content_hash
 from ..common.errors import InputError
+from ..common.frames import frames_to_uint8  # noqa: F401  (the packet's frames; re-exported)
 from ..common.progress import Progress, ensure
 from . import crop as cropper
 from .eyes import eye_measures
@@ -61,14 +67,6 @@ class Avatar:
     @property
     def size(self) -> tuple[int, int]:
         return int(self.frames.shape[2]), int(self.frames.shape[1])
-
-
-def frames_to_uint8(images: torch.Tensor) -> torch.Tensor:
-    """ComfyUI IMAGE (N, H, W, C) float in [0, 1] -> (N, H, W, 3) uint8, frame by frame (no float copy)."""
-    out = torch.empty(images.shape[:3] + (3,), dtype=torch.uint8)
-    for i in range(images.shape[0]):
-        out[i] = (images[i, :, :, :3].clamp(0, 1) * 255).round().to(torch.uint8)
-    return out
 
 
 def _interp_missing(values: np.ndarray, present: np.ndarray) -> np.ndarray:
@@ -164,11 +162,47 @@ def from_tensors(key: str, tensors: dict, meta: dict) -> Avatar:
                   has_face=tensors["has_face"].numpy(), meta=dict(meta))
 
 
-def prepare(frames: torch.Tensor, settings: AvatarSettings, cache: Optional[ContentCache], model_fingerprint: str,
-            build) -> tuple[Avatar, bool]:
+def source_key(signature, settings: AvatarSettings, model_fingerprint: str) -> Optional[str]:
+    """The link key of a packet made from what `signature` describes (the graph feeding the node's images;
+    `engines.common.prompt_graph.source_signature`), or None when the source is not known."""
+    if signature is None:
+        return None
+    return source_cache.link_key("ditto-avatar", signature, FORMAT_VERSION,
+                                 {"crop_scale": settings.crop_scale, "crop_vy_ratio": settings.crop_vy_ratio,
+                                  "smooth_k": settings.smooth_k}, model_fingerprint)
+
+
+def load_from_source(cache: Optional[ContentCache], key: Optional[str]) -> Optional[Avatar]:
+    """The packet linked under `key`, memory-mapped, or None: nothing is decoded or hashed."""
+    found = source_cache.resolve(cache, NAMESPACE, key, FORMAT_VERSION)
+    if found is None:
+        return None
+    link, entry = found
+    return from_tensors(link.meta["target"], entry.tensors, entry.meta)
+
+
+def prepare(frames: Optional[torch.Tensor], settings: AvatarSettings, cache: Optional[ContentCache],
+            model_fingerprint: str, build, source_key: Optional[str] = None) -> tuple[Avatar, bool]:
     """Load the packet for these frames/settings or build and store it. `build()` returns the tensors.
 
+    `source_key` (from `source_key()`): look the packet up by its source first; `frames` may then be None (not
+    evaluated) and is needed only on a miss; the link is written after a build or a content hit.
     Returns (avatar, hit) where hit says the packet came from the cache (no registration ran)."""
+    if source_key is not None:
+        avatar = load_from_source(cache, source_key)
+        if avatar is not None:
+            return avatar, True
+    if frames is None:
+        raise InputError("images", "the loop's frames (its cached packet is missing or unreadable)", "nothing",
+                         "Queue the workflow again: the loop will be decoded this time.")
+    avatar, hit = _load_or_build(frames, settings, cache, model_fingerprint, build)
+    if source_key is not None and cache is not None:
+        source_cache.store_link(cache, NAMESPACE, source_key, FORMAT_VERSION, avatar.key, avatar.meta)
+    return avatar, hit
+
+
+def _load_or_build(frames: torch.Tensor, settings: AvatarSettings, cache: Optional[ContentCache],
+                   model_fingerprint: str, build) -> tuple[Avatar, bool]:
     key = packet_key(frames, settings, model_fingerprint)
     if cache is not None:
         entry = cache.load(NAMESPACE, key, FORMAT_VERSION)

@@ -23,6 +23,7 @@ from .audio_features import HubertRunner, check_length, frame_rms
 from .audio_features import audio_features as hubert_features
 from .avatar import Avatar, AvatarSettings, frames_to_uint8
 from .avatar import prepare as load_or_register
+from .avatar import source_key as avatar_source_key
 from .avatar import register as register_avatar
 from .keypoints import DriveSettings, driven_keypoints
 from .motion import EMOTIONS, MotionSettings
@@ -82,18 +83,26 @@ class DittoPipeline:
         return accelerate_ditto(self.nets, backend, opts, weights_id=self.fingerprint)
 
     # -- stages ------------------------------------------------------------------------------------------------------
-    def prepare_avatar(self, images: torch.Tensor, settings: AvatarSettings, cache: Optional[ContentCache],
-                       progress: Optional[Progress] = None) -> tuple[Avatar, bool]:
-        frames = frames_to_uint8(images)
+    def _avatar_fingerprint(self) -> str:
+        # an avatar registered with cast (bf16/fp16) weights is not the fp32 one: its cache key says which
+        dtype = self.weights_dtype
+        return self.fingerprint if dtype == torch.float32 else f"{self.fingerprint}:{dtype}"
+
+    def avatar_source_key(self, signature, settings: AvatarSettings) -> Optional[str]:
+        """The packet's link key from the source `signature` (engines/common/source_cache.py), or None."""
+        return avatar_source_key(signature, settings, self._avatar_fingerprint())
+
+    def prepare_avatar(self, images: Optional[torch.Tensor], settings: AvatarSettings, cache: Optional[ContentCache],
+                       progress: Optional[Progress] = None, source_key: Optional[str] = None) -> tuple[Avatar, bool]:
+        """The packet of `images` (loaded or registered). With `source_key` it is looked up by source first, and
+        `images` (None: not evaluated) is needed only on a miss."""
+        frames = frames_to_uint8(images) if images is not None else None
 
         def build():
             return register_avatar(frames, self.landmarker, self.nets.appearance, self.nets.motion_extractor, settings,
                                    self.device, self.weights_dtype, progress)
 
-        # an avatar registered with cast (bf16/fp16) weights is not the fp32 one: its cache key says which
-        dtype = self.weights_dtype
-        fingerprint = self.fingerprint if dtype == torch.float32 else f"{self.fingerprint}:{dtype}"
-        return load_or_register(frames, settings, cache, fingerprint, build)
+        return load_or_register(frames, settings, cache, self._avatar_fingerprint(), build, source_key=source_key)
 
     def audio_features(self, audio16k: np.ndarray, cache: Optional[ContentCache],
                        progress: Optional[Progress] = None) -> np.ndarray:

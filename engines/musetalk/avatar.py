@@ -8,8 +8,13 @@ avatar is deterministic and its cache entry reproducible (upstream samples; the 
 
 Stored through the shared content-hash cache (safetensors, memory-mapped on load) under a key made of the frames'
 content inside the crop boxes, the boxes, the mask settings, the VAE files and the compute dtype: a second run with
-the same frames loads instead of recomputing. The loop frames themselves are not stored: the avatar keeps a reference to
-the IMAGE tensor it was built from.
+the same frames loads instead of recomputing. The loop frames themselves are not stored there: the avatar keeps a
+reference to the IMAGE tensor it was built from.
+
+Cold boots: when the node knows what produced the frames (a loop file picked in Load Video, see
+engines/common/source_cache.py), `build_avatar` is given a `source_key` too. A link under that key holds the loop's
+frames (uint8) and names the avatar entry; on a hit both are read memory-mapped and the frames are never decoded,
+tracked or hashed (the node does not even ask for them). The link is written after every build or content hit.
 """
 from __future__ import annotations
 
@@ -20,8 +25,10 @@ from typing import Optional
 import numpy as np
 import torch
 
+from ..common import source_cache
 from ..common.cache import ContentCache, content_hash
 from ..common.errors import InputError
+from ..common.frames import ByteFrames, frames_to_uint8
 from ..common.images import RGB, check_image_batch
 from ..common.progress import Progress, ensure
 from .blend import CROP, MouthEllipse, crop_resize, mouth_mask
@@ -50,7 +57,8 @@ class Avatar:
     """A precompiled avatar loop.
 
     Attributes:
-        frames: ``[L, H, W, 3]`` the loop (the IMAGE it was built from, not a copy).
+        frames: ``[L, H, W, 3]`` the loop (the IMAGE it was built from, not a copy; on a hit by source, the cached
+            uint8 frames read as float, `engines.common.frames.ByteFrames`).
         boxes: ``[L, 4]`` int64 crop boxes ``(x1, y1, x2, y2)``.
         latents: ``[L, 8, 32, 32]`` float32: masked-crop latent then reference latent, scaled by the VAE factor.
         mask: ``[256, 256]`` float32 mouth blend mask in crop pixels.
@@ -58,7 +66,7 @@ class Avatar:
         key: its cache key; ``from_cache``: True when it was loaded rather than computed.
     """
 
-    frames: torch.Tensor
+    frames: "torch.Tensor | ByteFrames"
     boxes: torch.Tensor
     latents: torch.Tensor
     mask: torch.Tensor
@@ -111,10 +119,55 @@ def avatar_key(frames: torch.Tensor, boxes: torch.Tensor, settings: CropSettings
                         vae_id, str(dtype))
 
 
-def build_avatar(nets, frames: torch.Tensor, track: FaceTrack, fps: float, settings: CropSettings = CropSettings(),
-                 device: Optional[torch.device] = None, cache: Optional[ContentCache] = None,
-                 batch_size: int = 8, progress: Optional[Progress] = None) -> Avatar:
-    """Precompile (or load from `cache`) the avatar of loop `frames` ``[L, H, W, 3]``."""
+def source_key(signature, settings: CropSettings, vae_id: str, dtype) -> Optional[str]:
+    """The link key of an avatar made from what `signature` describes (the graph feeding the node's images, face
+    track and fps; `engines.common.prompt_graph.source_signature`), or None when the source is not known."""
+    if signature is None:
+        return None
+    return source_cache.link_key("musetalk-avatar", signature, AVATAR_VERSION, asdict(settings), vae_id, str(dtype))
+
+
+def load_from_source(cache: Optional[ContentCache], key: Optional[str]) -> Optional[Avatar]:
+    """The avatar linked under `key`, memory-mapped (frames included), or None: nothing is decoded or hashed."""
+    found = source_cache.resolve(cache, CACHE_NAMESPACE, key, AVATAR_VERSION)
+    if found is None:
+        return None
+    link, entry = found
+    frames = link.tensors.get("frames")
+    if frames is None or frames.dtype != torch.uint8 or int(frames.shape[0]) != int(entry.tensors["boxes"].shape[0]):
+        return None
+    return Avatar(ByteFrames(frames), entry.tensors["boxes"], entry.tensors["latents"], entry.tensors["mask"],
+                  float(link.meta["fps"]), link.meta["target"], True)
+
+
+def build_avatar(nets, frames: Optional[torch.Tensor], track: Optional[FaceTrack], fps: Optional[float],
+                 settings: CropSettings = CropSettings(), device: Optional[torch.device] = None,
+                 cache: Optional[ContentCache] = None, batch_size: int = 8, progress: Optional[Progress] = None,
+                 source_key: Optional[str] = None) -> Avatar:
+    """Precompile (or load from `cache`) the avatar of loop `frames` ``[L, H, W, 3]``.
+
+    `source_key` (from `source_key()`): look the avatar up by its source first; then `frames`, `track` and `fps`
+    may be None (not evaluated) and are needed only on a miss. After a build or a content hit the link is written.
+    """
+    if source_key is not None:
+        hit = load_from_source(cache, source_key)
+        if hit is not None:
+            return hit
+    if frames is None or track is None or fps is None:
+        raise InputError("images", "the loop's frames and face track (its cached avatar is missing or unreadable)",
+                         "nothing", "Queue the workflow again: the loop will be decoded this time.")
+    avatar = _build(nets, frames, track, float(fps), settings, device, cache, batch_size, progress)
+    if source_key is not None and cache is not None and avatar.key is not None:
+        n, h, w = int(frames.shape[0]), int(frames.shape[1]), int(frames.shape[2])
+        source_cache.store_link(cache, CACHE_NAMESPACE, source_key, AVATAR_VERSION, avatar.key,
+                                {"frames": n, "width": w, "height": h}, {"frames": frames_to_uint8(frames)},
+                                {"fps": float(fps)})
+    return avatar
+
+
+def _build(nets, frames: torch.Tensor, track: FaceTrack, fps: float, settings: CropSettings,
+           device: Optional[torch.device], cache: Optional[ContentCache], batch_size: int,
+           progress: Optional[Progress]) -> Avatar:
     progress = ensure(progress)
     frames = check_image_batch(frames, "images", channels=RGB)
     device = torch.device(device) if device is not None else next(nets.vae.parameters()).device  # follow weights
