@@ -62,8 +62,10 @@ class BroadcastExportVideo(io.ComfyNode):
             inputs=[
                 io.Image.Input("images", tooltip="Frames to encode, [frames, height, width, 3]. Odd sizes are padded "
                                                  "to even by repeating the last row/column."),
-                io.Float.Input("fps", default=24.0, min=1.0, max=240.0, step=0.001,
-                               tooltip="Frames per second. 23.976, 29.97 and 59.94 are stored as exact NTSC rates."),
+                io.Float.Input("fps", default=25.0, min=1.0, max=240.0, step=0.001,
+                               tooltip="Frames per second. 23.976, 29.97 and 59.94 are stored as exact NTSC rates. "
+                                       "25: the rate MuseTalk and Ditto render at (link a renderer's fps when it "
+                                       "has one)."),
                 io.String.Input("filename_prefix", default="broadcast/clip",
                                 tooltip="Name inside ComfyUI's output folder; sub-folders allowed, leaving the "
                                         "folder (absolute paths, '..') is refused. A 5-digit counter is appended."),
@@ -72,7 +74,8 @@ class BroadcastExportVideo(io.ComfyNode):
                                        "with one warning. Explicit NVENC choices fall back the same way."),
                 io.Combo.Input("preset", options=list(PRESET_CHOICES), default="auto",
                                tooltip="Speed/quality: p1 (fastest) .. p7 (best) for NVENC, or an x264 preset; either "
-                                       "kind is mapped onto the other encoder. auto: p4 / veryfast."),
+                                       "kind is mapped onto the other encoder. auto: p4 / veryfast, for a file "
+                                       "(p1 with tune ull is for a live stream, where latency beats size)."),
                 io.Combo.Input("tune", options=list(TUNE_CHOICES), default="auto",
                                tooltip="hq: quality; ll / ull: low / ultra-low latency (x264: zerolatency). "
                                        "auto: hq on NVENC, none on x264."),

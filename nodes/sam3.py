@@ -109,15 +109,17 @@ class BroadcastSam3VideoMask(io.ComfyNode):
                 io.String.Input("prompts", default="person", multiline=True,
                                 tooltip="One text prompt per line, up to 4 (line k -> mask_k), e.g. 'burgundy dress, "
                                         "corset, straps' then 'hands'. Blank lines give all-zero masks."),
-                io.Float.Input("detection_threshold", default=0.5, min=0.0, max=1.0, step=0.01,
+                io.Float.Input("detection_threshold", default=0.25, min=0.0, max=1.0, step=0.01,
                                tooltip="Minimum detection probability for an object to be found and tracked "
-                                       "(0-1). The posts use 0.25 for garments; raise it if stray objects appear."),
+                                       "(0-1). 0.25 finds thin garment parts (straps, a corset's edge) that SAM3 "
+                                       "scores low; raise it (transformers' own 0.5) if stray objects appear."),
                 io.Int.Input("detect_interval", default=4, min=1, max=1000, step=1,
                              tooltip="Full detection every N frames (and always on the last); frames between are "
                                      "propagated from SAM3's memory. 1 = detect on every frame (slowest)."),
-                io.Int.Input("max_objects", default=8, min=0, max=256, step=1,
+                io.Int.Input("max_objects", default=4, min=0, max=256, step=1,
                              tooltip="Tracks kept at most, over all prompts, in order of appearance; 0 = no limit. "
-                                     "Each track costs one tracker pass per frame."),
+                                     "Each track costs one tracker pass per frame: 4 holds a garment, two hands and "
+                                     "one spare; raise it for more people or objects."),
                 io.Float.Input("mask_threshold", default=0.5, min=0.0, max=1.0, step=0.01,
                                tooltip="Probability above which a pixel is inside an object's mask (0-1). Lower "
                                        "grows the masks slightly, higher shrinks them."),
