@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from scripts.batch_ledger import canonical, sha256_file
-from scripts.workflow_api import WorkflowError, load_workflow, parse_set
+from scripts.workflow_api import WorkflowError, json_strings, load_workflow, parse_set
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 JOB_FIELDS = {"name", "workflow", "set"}
@@ -64,17 +64,6 @@ def job_key(workflow_bytes: bytes, overrides: dict, input_files: dict, version: 
     body = {"workflow": hashlib.sha256(workflow_bytes).hexdigest(), "overrides": overrides, "inputs": input_files,
             "pack": version}
     return hashlib.sha256(canonical(body).encode()).hexdigest()[:16]
-
-
-def _strings(value: Any):
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for v in value.values():
-            yield from _strings(v)
-    elif isinstance(value, list):
-        for v in value:
-            yield from _strings(v)
 
 
 def read_batch(path: Path, default_workflow: Optional[Path] = None, inputs: tuple[Path, ...] = ()) -> list[Job]:
@@ -178,7 +167,7 @@ def _job(row: dict, line: int, batch_path: Path, default_workflow, input_hashes:
         raise BatchError(f"name {name!r}: use letters, digits, '.', '_' or '-' (it names the job's output folder)")
     wf_path = _resolve_workflow(row.get("workflow"), batch_path, default_workflow)
     workflow, _ = load_workflow(wf_path)
-    referenced = set(_strings(workflow)) | set(_strings(overrides))
+    referenced = set(json_strings(workflow)) | set(json_strings(overrides))
     used_inputs = {n: h for n, h in sorted(input_hashes.items()) if n in referenced}
     key = job_key(wf_path.read_bytes(), overrides, used_inputs, version)
     return Job(name, line, wf_path, workflow, overrides, key, used_inputs)

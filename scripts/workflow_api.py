@@ -127,6 +127,18 @@ def is_widget(spec: list) -> bool:
     return spec_type(spec) in WIDGET_TYPES and not spec_options(spec).get("forceInput")
 
 
+def json_strings(value: Any):
+    """Every string inside a JSON value (a workflow, its widget values, a job's overrides), depth first."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from json_strings(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from json_strings(v)
+
+
 # -- UI format -> API format --------------------------------------------------------------------------------------
 def ui_links(wf: dict) -> dict[int, tuple]:
     """``{link id: (origin id, origin slot, target id, target slot, type)}`` of a UI-format workflow (both the

@@ -13,24 +13,13 @@ import re
 
 import pytest
 
-from scripts.workflow_api import FRONTEND_ONLY, workflow_kind
+from scripts.workflow_api import FRONTEND_ONLY, json_strings, workflow_kind
 from tests.workflow_cases import API_DIR, REPO_ROOT, TEMPLATE_DIR, shipped_api_twin, stem_of
 
 TEMPLATES = sorted(TEMPLATE_DIR.glob("*.json"))
 TWINS = sorted(API_DIR.glob("*.json"))
 SHIPPED = TEMPLATES + TWINS
 ABSOLUTE = re.compile(r"^(/|~/|[A-Za-z]:[\\/]|\\\\)|/(root|home|Users|work|tmp)/")
-
-
-def _strings(value):
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for v in value.values():
-            yield from _strings(v)
-    elif isinstance(value, list):
-        for v in value:
-            yield from _strings(v)
 
 
 def _values(path):
@@ -59,7 +48,7 @@ def test_format_matches_name_and_no_machine_paths(path):
     data, values = _values(path)
     expected = "api" if path.name.endswith(".api.json") else "ui"
     assert workflow_kind(data, path.name) == expected, f"{path.name} is not in {expected.upper()} format"
-    bad = [s for s in _strings(values) if ABSOLUTE.search(s)]
+    bad = [s for s in json_strings(values) if ABSOLUTE.search(s)]
     assert bad == [], f"{path.name} names absolute paths (use names inside ComfyUI's folders): {bad}"
 
 
