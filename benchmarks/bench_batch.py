@@ -34,7 +34,7 @@ from scripts.batch_jobs import read_batch, unique_prefixes  # noqa: E402
 from scripts.batch_ledger import Ledger  # noqa: E402
 from scripts.batch_progress import Progress  # noqa: E402
 from scripts.batch_servers import UrlServer  # noqa: E402
-from scripts.comfy_server import ComfyServer  # noqa: E402
+from scripts.comfy_server import ComfyServer, die_with_parent  # noqa: E402
 from scripts.run_batch import BatchRunner  # noqa: E402
 from scripts.run_workflow import prepare_prompt  # noqa: E402
 from scripts.sample_clip import SAMPLE_NAME, make_sample_clip  # noqa: E402
@@ -55,7 +55,7 @@ def cpu_seconds(pid: int) -> float:
 def start_server(base: Path, cores) -> ComfyServer:
     server = ComfyServer(base)
     if cores is not None:
-        server.preexec_fn = lambda: os.sched_setaffinity(0, cores)
+        server.preexec_fn = lambda: (die_with_parent(), os.sched_setaffinity(0, cores))
     return server.start()
 
 

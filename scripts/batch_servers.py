@@ -15,10 +15,8 @@ A server that stops answering raises `ServerDown`; the dispatcher then requeues 
 """
 from __future__ import annotations
 
-import ctypes
 import hashlib
 import os
-import signal
 import tempfile
 import time
 import urllib.error
@@ -30,7 +28,6 @@ from typing import Optional
 from scripts.comfy_client import ComfyClient, PromptFailed, ServerError
 from scripts.comfy_server import ComfyServer
 
-PR_SET_PDEATHSIG = 1
 READ_CHUNK = 4 << 20
 
 
@@ -44,14 +41,6 @@ class Stopped(Exception):
 
 class OutputMissing(RuntimeError):
     """A finished prompt's output file cannot be read from its server (the attempt does not count as done)."""
-
-
-def die_with_parent() -> None:
-    """preexec_fn: the child gets SIGKILL when the thread that started it exits (Linux only; else a no-op)."""
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    except OSError:
-        pass
 
 
 class _Backend:
@@ -222,7 +211,6 @@ class LaunchedServer(_Backend):
         env = {"CUDA_VISIBLE_DEVICES": self.gpu} if self.gpu not in (None, "auto") else {}
         server = ComfyServer(self.base_dir, models_dir=self.models_dir, env=env, comfyui_path=self.comfyui_path,
                              python=self.python)
-        server.preexec_fn = die_with_parent
         if self.gpu is not None:
             cpu_command = server.command
             server.command = lambda: [a for a in cpu_command() if a != "--cpu"]

@@ -14,6 +14,7 @@ Only the standard library is used, so the module also runs under a plain Python.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import os
 import re
 import signal
@@ -43,6 +44,17 @@ SERVER_ENV = {
     "HF_HUB_DISABLE_TELEMETRY": "1",
     "DO_NOT_TRACK": "1",
 }
+
+
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    """preexec_fn: the child gets SIGKILL when the thread that started it exits (Linux only; else a no-op)."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except OSError:
+        pass
 
 
 def free_port() -> int:
@@ -80,8 +92,9 @@ class ComfyServer(ComfyClient):
         self.extra_args = tuple(extra_args)
         self.env = dict(env or {})
         self.proc: Optional[subprocess.Popen] = None
-        # Run in the child before exec (the batch runner sets PR_SET_PDEATHSIG so a server dies with its owner).
-        self.preexec_fn = None
+        # Run in the child before exec: by default PR_SET_PDEATHSIG, so no server outlives the test run, benchmark or
+        # batch runner that started it, even one killed with no chance to clean up.
+        self.preexec_fn = die_with_parent
         super().__init__("http://127.0.0.1:0")
 
     # -- folders ----------------------------------------------------------------------------------------------
