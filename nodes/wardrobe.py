@@ -259,15 +259,27 @@ class BroadcastSubjectUncrop(io.ComfyNode):
                 io.Image.Input("source_images", tooltip="The source frames the crop was made from."),
                 io.Image.Input("cropped_images", tooltip="Inpainted crops (decoded), one per source frame."),
                 CropRecord.Input("crop_record", tooltip="From Broadcast Subject Crop."),
+                io.Combo.Input("blend", options=list(crop_engine.BLEND_MODES), default="feather", optional=True,
+                               tooltip="feather: the mask's alpha blend. reinhard: first remove the inpainting's "
+                                       "colour cast (Lab mean and spread fitted on a 16 px ring of context around "
+                                       "the garment, where the crop should match the source; the new garment keeps "
+                                       "its own colours). poisson: OpenCV seamless clone over the mask (no edge "
+                                       "where the lighting differs; slower on large garments). Pixels outside the "
+                                       "mask stay the source in every mode."),
             ],
             outputs=[io.Image.Output("uncropped_images", display_name="images")],
         )
 
     @classmethod
-    def execute(cls, source_images, cropped_images, crop_record) -> io.NodeOutput:
+    def validate_inputs(cls, blend=None):
+        return validate(("blend", blend, crop_engine.BLEND_MODES))
+
+    @classmethod
+    def execute(cls, source_images, cropped_images, crop_record, blend="feather") -> io.NodeOutput:
         src = as_images(source_images, "source_images")
         crops = as_images(cropped_images, "cropped_images")
-        return io.NodeOutput(crop_engine.uncrop(src, crops, crop_record, progress=progress(src.shape[0])))
+        return io.NodeOutput(crop_engine.uncrop(src, crops, crop_record, progress=progress(src.shape[0]),
+                                                blend=blend))
 
 
 class BroadcastRepasteLayer(io.ComfyNode):

@@ -59,24 +59,35 @@ def lab_to_rgb(lab: torch.Tensor) -> torch.Tensor:
     return torch.where(lin <= 0.0031308, 12.92 * lin, 1.055 * lin.clamp(min=1e-12) ** (1 / 2.4) - 0.055).clamp(0, 1)
 
 
+def lab_stats(rgb: torch.Tensor, weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Weighted Lab mean and standard deviation ``([3], [3])`` of ``[3, h, w]`` `rgb` over the pixels where
+    `weight` ``[h, w]`` is above 0 (only those pixels are converted)."""
+    sel = weight > 0
+    w = weight[sel].to(torch.float64)
+    lab = rgb_to_lab(rgb[:, sel])                                              # [3, K]
+    mean = (lab * w).sum(dim=1) / w.sum()
+    std = torch.sqrt(((lab - mean[:, None]) ** 2 * w).sum(dim=1) / w.sum()).clamp(min=1e-6)
+    return mean, std
+
+
 def reinhard_transfer(fg: torch.Tensor, bg: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
     """`fg` with its Lab mean and spread over the blend region matched to `bg`'s (see the module docstring).
 
     `alpha` weights the pixels the statistics are taken over; the transfer itself applies to every pixel of `fg`.
     """
-    w = alpha.to(torch.float64).clamp(0, 1)
-    total = w.sum()
-    if total <= 0:
+    w = alpha.clamp(0, 1)
+    if not bool((w > 0).any()):
         return fg
-    lab_fg, lab_bg = rgb_to_lab(fg), rgb_to_lab(bg)
+    (m_fg, s_fg), (m_bg, s_bg) = lab_stats(fg, w), lab_stats(bg, w)
+    lab = rgb_to_lab(fg)
+    scale, shift = (s_bg / s_fg).view(3, 1, 1), m_bg.view(3, 1, 1)
+    return lab_to_rgb((lab - m_fg.view(3, 1, 1)) * scale + shift).to(fg.dtype)
 
-    def stats(lab):
-        mean = (lab * w).sum(dim=(1, 2)) / total
-        std = torch.sqrt(((lab - mean.view(3, 1, 1)) ** 2 * w).sum(dim=(1, 2)) / total).clamp(min=1e-6)
-        return mean.view(3, 1, 1), std.view(3, 1, 1)
 
-    (m_fg, s_fg), (m_bg, s_bg) = stats(lab_fg), stats(lab_bg)
-    return lab_to_rgb((lab_fg - m_fg) * (s_bg / s_fg) + m_bg).to(fg.dtype)
+def _bbox(mask: torch.Tensor) -> tuple[int, int, int, int]:
+    rows = torch.nonzero(mask.any(dim=1)).flatten()
+    cols = torch.nonzero(mask.any(dim=0)).flatten()
+    return int(rows[0]), int(rows[-1]) + 1, int(cols[0]), int(cols[-1]) + 1
 
 
 def transfer_colour(fg: torch.Tensor, bg: torch.Tensor, weight: torch.Tensor,
@@ -85,14 +96,20 @@ def transfer_colour(fg: torch.Tensor, bg: torch.Tensor, weight: torch.Tensor,
 
     The Lab statistics are taken over `stats` (a weight map of the same size; default `weight`): Ditto recolours the
     mouth on the mouth's own statistics; the wardrobe recolours the garment on the statistics of the context around
-    it.
+    it. Only the box around weight > 0 is converted to Lab and back.
     """
     stats = weight if stats is None else stats
     if not bool((weight > 0).any()) or not bool((stats > 0).any()):
         return fg
-    moved = reinhard_transfer(fg, bg, stats).to(fg.dtype)
-    w = weight[None].to(fg.dtype)
-    return torch.where(w > 0, fg + w * (moved - fg), fg)
+    (m_fg, s_fg), (m_bg, s_bg) = lab_stats(fg, stats.clamp(0, 1)), lab_stats(bg, stats.clamp(0, 1))
+    y0, y1, x0, x1 = _bbox(weight > 0)
+    sub = fg[:, y0:y1, x0:x1]
+    lab = rgb_to_lab(sub)
+    moved = lab_to_rgb((lab - m_fg.view(3, 1, 1)) * (s_bg / s_fg).view(3, 1, 1) + m_bg.view(3, 1, 1)).to(fg.dtype)
+    w = weight[y0:y1, x0:x1][None].to(fg.dtype)
+    out = fg.clone()
+    out[:, y0:y1, x0:x1] = torch.where(w > 0, sub + w * (moved - sub), sub)
+    return out
 
 
 def poisson_clone(fg: torch.Tensor, bg: torch.Tensor, alpha: torch.Tensor, pad: int = 8) -> torch.Tensor:

@@ -9,6 +9,15 @@ past a frame edge, is filled by repeating the edge pixels; those pixels are neve
 The `CropRecord` keeps the geometry and the pixel-accurate blend mask (inside each frame's box, at source
 resolution), plus the feather of the box border. `uncrop` blends with that mask only: where it is 0, the output
 is the source, bit for bit.
+
+`uncrop`'s `blend` (engines/common/blend_modes.py): ``feather`` (the alpha blend above, the default); ``reinhard``
+(the inpainted crop's colours corrected before the blend: the Lab mean and spread of the crop over a ring of context
+around the garment, where the inpainting should have reproduced the source, are matched to the source's over the
+same ring, and that transform is applied to the garment: a sampler's or VAE's colour cast is removed while the new
+garment keeps its own colours; matched on the garment itself, the transfer would paint the old garment's colours
+back); ``poisson`` (``cv2.seamlessClone`` of the crop into the frame over the blend region: no edge where the
+lighting differs). In every mode a pixel whose blend alpha is 0 (outside the mask, the hands cut out of it) is the
+source bit for bit.
 """
 from __future__ import annotations
 
@@ -18,12 +27,15 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 
+from ..common import blend_modes
 from ..common.cache import content_hash
 from ..common.errors import InputError
 from ..common.progress import Progress, ensure
 from .checks import chunks, match_frames
 
 CHUNK = 8
+BLEND_MODES = blend_modes.MODES
+CONTEXT_RING = 16      # px of context around the blend region whose colours fit the reinhard transfer
 
 
 @dataclass(frozen=True)
@@ -222,13 +234,43 @@ def blend_alpha(record: CropRecord, index: int) -> torch.Tensor:
     return record.blend_masks[index] * border_ramp(record, index)
 
 
+def _context_ring(alpha: torch.Tensor, width: int = CONTEXT_RING) -> torch.Tensor:
+    """``[h, w]`` float 0/1: pixels within `width` of the blend region (alpha > 0) but outside it."""
+    inside = (alpha > 0).float()[None, None]
+    grown = F.max_pool2d(inside, 2 * width + 1, stride=1, padding=width)[0, 0]
+    return grown * (1 - inside[0, 0])
+
+
+def blend_window(src: torch.Tensor, gen: torch.Tensor, alpha: torch.Tensor, blend: str = "feather") -> torch.Tensor:
+    """One frame's box window ``[h, w, C]``: `gen` blended into `src` by `alpha` ``[h, w]`` in `blend` mode (see the
+    module docstring); where alpha is 0 the result is `src` bit for bit."""
+    a = alpha[..., None]
+    if blend == "feather":
+        mixed = src + (gen - src) * a
+        return torch.where(a > 0, mixed, src)
+    fg, bg = gen[..., :3].permute(2, 0, 1), src[..., :3].permute(2, 0, 1)
+    if blend == "reinhard":
+        fg = blend_modes.transfer_colour(fg, bg, (alpha > 0).to(fg.dtype), stats=_context_ring(alpha))
+        rgb = blend_modes.composite(fg, bg, alpha.to(fg.dtype), "feather")
+    else:
+        rgb = blend_modes.composite(fg, bg, alpha.to(fg.dtype), "poisson")
+    out = src.clone()
+    out[..., :3] = rgb.permute(1, 2, 0)
+    if src.shape[-1] > 3:                          # other channels (alpha): the feather blend
+        out[..., 3:] = torch.where(a > 0, src[..., 3:] + (gen[..., 3:] - src[..., 3:]) * a, src[..., 3:])
+    return out
+
+
 def uncrop(source: torch.Tensor, crops: torch.Tensor, record: CropRecord,
-           progress: Optional[Progress] = None) -> torch.Tensor:
+           progress: Optional[Progress] = None, blend: str = "feather") -> torch.Tensor:
     """Put inpainted crops back into the source frames using the record's pixel mask and feather only.
 
     Every pixel where the record's mask is 0 (and every pixel outside the box) equals the source bit for bit.
+    `blend`: feather, reinhard or poisson (see the module docstring).
     """
     progress = ensure(progress)
+    if blend not in BLEND_MODES:
+        raise InputError("blend", f"one of {', '.join(BLEND_MODES)}", repr(blend))
     if not isinstance(record, CropRecord):
         raise InputError("crop_record", "a crop record from Broadcast Subject Crop", type(record).__name__)
     Fn, H, W = source.shape[:3]
@@ -253,11 +295,10 @@ def uncrop(source: torch.Tensor, crops: torch.Tensor, record: CropRecord,
         for j, i in enumerate(range(a, b)):
             y0, x0 = record.box_origins[i]
             sy0, sy1, sx0, sx1 = max(0, y0), min(H, y0 + bh), max(0, x0), min(W, x0 + bw)
-            alpha = blend_alpha(record, i)[sy0 - y0:sy1 - y0, sx0 - x0:sx1 - x0].to(source.device)[..., None]
+            alpha = blend_alpha(record, i)[sy0 - y0:sy1 - y0, sx0 - x0:sx1 - x0].to(source.device)
             src = source[i, sy0:sy1, sx0:sx1]
             g = gen[j, sy0 - y0:sy1 - y0, sx0 - x0:sx1 - x0, :C]
-            mixed = src + (g - src) * alpha
-            out[i, sy0:sy1, sx0:sx1] = torch.where(alpha > 0, mixed, src)
+            out[i, sy0:sy1, sx0:sx1] = blend_window(src, g, alpha, blend)
         progress.step(b - a)
     return out
 

@@ -87,20 +87,27 @@ def test_cache_hit_never_runs_the_segmenter_and_a_changed_setting_is_a_miss(comf
 
 
 
-def test_uncrop_refuses_a_short_crop_batch(comfy):
-    from scripts import sample_clip
-
-    case_for("wardrobe_mask_check").prepare(comfy)
-    prompt = {
+def _box_crop_graph(video: str, frame_cap: int, padding: int) -> dict:
+    """Load the sample clip, mask a 64 px square at (96, 200) of its 256x448 frames, crop around it (feather 16)."""
+    return {
         "1": {"class_type": "BroadcastLoadVideo",
-              "inputs": {"video": sample_clip.SAMPLE_NAME, "frame_cap": 4, "skip_first_frames": 0, "target_fps": 0.0}},
+              "inputs": {"video": video, "frame_cap": frame_cap, "skip_first_frames": 0, "target_fps": 0.0}},
         "2": {"class_type": "SolidMask", "inputs": {"value": 1.0, "width": 64, "height": 64}},
         "3": {"class_type": "MaskComposite", "inputs": {"destination": ["10", 0], "source": ["2", 0], "x": 96,
                                                         "y": 200, "operation": "add"}},
         "10": {"class_type": "SolidMask", "inputs": {"value": 0.0, "width": 256, "height": 448}},
         "4": {"class_type": "BroadcastSubjectCrop",
-              "inputs": {"images": ["1", 0], "mask": ["3", 0], "padding": 8, "multiple": 16, "mode": "fixed",
+              "inputs": {"images": ["1", 0], "mask": ["3", 0], "padding": padding, "multiple": 16, "mode": "fixed",
                          "smooth_frames": 9, "upscale_to": 0, "feather": 16}},
+    }
+
+
+def test_uncrop_refuses_a_short_crop_batch(comfy):
+    from scripts import sample_clip
+
+    case_for("wardrobe_mask_check").prepare(comfy)
+    prompt = {
+        **_box_crop_graph(sample_clip.SAMPLE_NAME, frame_cap=4, padding=8),
         "5": {"class_type": "ImageFromBatch", "inputs": {"image": ["4", 0], "batch_index": 0, "length": 3}},
         "6": {"class_type": "BroadcastSubjectUncrop",
               "inputs": {"source_images": ["1", 0], "cropped_images": ["5", 0], "crop_record": ["4", 2]}},
@@ -197,3 +204,33 @@ def test_no_wardrobe_node_outputs_the_token_grid_as_a_mask(comfy):
                  "BroadcastRepasteLayer", "BroadcastMaskSequenceCache", "BroadcastMaskCheckPreview"):
         assert info[name]["category"] == "Broadcast/wardrobe" and info[name]["description"]
         assert all(n for n in info[name]["output_name"])
+
+
+def test_uncrop_blend_modes_change_only_the_masked_pixels(comfy):
+    import numpy as np
+    from PIL import Image
+    from scripts import sample_clip
+
+    case_for("wardrobe_mask_check").prepare(comfy)
+    prompt = {
+        **_box_crop_graph(sample_clip.SAMPLE_NAME, frame_cap=2, padding=24),
+        "5": {"class_type": "ImageInvert", "inputs": {"image": ["4", 0]}},        # stands in for the inpainting
+        "6": {"class_type": "BroadcastSubjectUncrop",
+              "inputs": {"source_images": ["1", 0], "cropped_images": ["5", 0], "crop_record": ["4", 2]}},
+    }
+    info = comfy.object_info()["BroadcastSubjectUncrop"]["input"]["optional"]["blend"]
+    assert info[1]["default"] == "feather"
+    out = {}
+    for mode in ("feather", "reinhard", "poisson"):
+        prompt["6"]["inputs"]["blend"] = mode
+        prompt["7"] = {"class_type": "SaveImage", "inputs": {"images": ["6", 0], "filename_prefix": f"uc_{mode}"}}
+        item = comfy.run(prompt)["outputs"]["7"]["images"][0]
+        out[mode] = np.asarray(Image.open(comfy.output_dir / item["subfolder"] / item["filename"])).astype(int)
+    inside = np.zeros(out["feather"].shape[:2], bool)
+    inside[200:264, 96:160] = True                                   # the mask: nothing outside it may change
+    for mode in ("reinhard", "poisson"):
+        changed = np.any(out[mode] != out["feather"], axis=2)
+        assert changed.any() and not (changed & ~inside).any(), mode
+    prompt["6"]["inputs"]["blend"] = "multiply"
+    status, body = comfy.request("POST", "/prompt", {"prompt": prompt})
+    assert status == 400 and "blend" in str(body)

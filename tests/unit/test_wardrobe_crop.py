@@ -94,3 +94,47 @@ def test_empty_frames_borrow_the_previous_box():
     assert rec.box_origins[0] == rec.box_origins[1] == rec.box_origins[2] == (10, 10)
     assert rec.box_origins[3] == (30, 30)
     assert float(rec.blend_masks[2].sum()) == 0.0
+
+
+def _inpainted(clip, crops, rec, new_colour=(0.1, 0.4, 0.2), cast=(0.06, -0.03, 0.04)):
+    """What a sampler returns: the crop with the garment re-dressed in `new_colour` and a colour cast everywhere."""
+    out = crops.clone()
+    for i in range(crops.shape[0]):
+        m = torch.nn.functional.interpolate(rec.blend_masks[i][None, None], size=crops.shape[1:3], mode="nearest")[0, 0]
+        out[i] = torch.where(m[..., None] > 0, torch.tensor(new_colour) + 0.5 * (crops[i] - crops[i].mean()), out[i])
+    return (out + torch.tensor(cast)).clamp(0, 1)
+
+
+@pytest.mark.parametrize("blend", ["feather", "reinhard", "poisson"])
+def test_every_blend_leaves_body_hands_and_background_bit_identical(blend):
+    clip = make_clip(frames=3)
+    crops, _, rec = C.crop(clip["images"], clip["garment"], padding=12, multiple=16, feather=4)
+    out = C.uncrop(clip["images"], _inpainted(clip, crops, rec), rec, blend=blend)
+    for i in range(3):
+        outside = C.full_frame_mask(rec, i, alpha=True) == 0
+        assert torch.equal(out[i][outside], clip["images"][i][outside])
+        hands = clip["hands"][i] > 0
+        assert hands.any() and torch.equal(out[i][hands], clip["images"][i][hands])    # the hands cut out
+        assert not torch.equal(out[i], clip["images"][i])
+
+
+def test_reinhard_removes_the_samplers_cast_and_keeps_the_new_garment():
+    clip = make_clip(frames=2)
+    crops, _, rec = C.crop(clip["images"], clip["garment"], padding=12, multiple=16, feather=0)
+    truth = C.uncrop(clip["images"], _inpainted(clip, crops, rec, cast=(0.0, 0.0, 0.0)), rec)   # no cast
+    gen = _inpainted(clip, crops, rec)
+    feather = C.uncrop(clip["images"], gen, rec)
+    lab = C.uncrop(clip["images"], gen, rec, blend="reinhard")
+    for i in range(2):
+        inside = C.full_frame_mask(rec, i, alpha=True) >= 1
+        err_feather = (feather[i][inside] - truth[i][inside]).abs().mean()
+        err_lab = (lab[i][inside] - truth[i][inside]).abs().mean()
+        assert err_lab < 0.5 * err_feather                       # the cast (0.13 in all) is mostly gone
+        assert (lab[i][inside] - clip["images"][i][inside]).abs().mean() > 0.1   # and the garment is still new
+
+
+def test_an_unknown_blend_is_refused_by_name():
+    clip = make_clip(frames=2)
+    crops, _, rec = C.crop(clip["images"], clip["garment"], padding=8, multiple=16)
+    with pytest.raises(InputError, match="blend"):
+        C.uncrop(clip["images"], crops, rec, blend="multiply")
