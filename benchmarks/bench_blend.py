@@ -1,10 +1,11 @@
 """Paste-back blends side by side: cost per frame of feather, Reinhard-Lab colour transfer and Poisson
-(cv2.seamlessClone) in the three compositors, on 1080x1920 frames, CPU, one run (printed, never pass/fail):
+(cv2.seamlessClone) in the three compositors, on 1080x1920 frames, CPU, one thread, one run (printed, never
+pass/fail):
 
 1. MuseTalk: the mouth window of a 420 px face box (`MouthPaster`);
 2. Ditto: the putback of a 512 crop covering a ~560 px face (reinhard recolours the mouth box only, poisson
    clones the whole face);
-3. wardrobe: Subject Uncrop of a 640x896 garment box (reinhard fits on the ring of context around the garment).
+3. wardrobe: Subject Uncrop of a torso-sized garment box (640x864) (reinhard fits on the ring of context around the garment).
 
     python benchmarks/bench_blend.py              # 40 MuseTalk frames, 8 Ditto and wardrobe frames per mode
     python benchmarks/bench_blend.py --quick      # 5 / 2
@@ -80,7 +81,12 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     frames = 5 if args.quick else args.frames
     big = 2 if args.quick else 8
-    torch.set_num_threads(max(1, torch.get_num_threads()))
+    # One thread for every mode (torch and OpenCV): on a shared machine, thread hand-offs on these small tensors
+    # swamp the work being measured (a 2-thread run under load gave Reinhard 3.4x to 12.9x feather from run to run).
+    import cv2
+
+    cv2.setNumThreads(1)
+    torch.set_num_threads(1)
     g = torch.Generator().manual_seed(0)
     frame = torch.rand(1920, 1080, 3, generator=g)
     faces = [torch.rand(3, 256, 256, generator=g) for _ in range(4)]

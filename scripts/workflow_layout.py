@@ -127,6 +127,9 @@ NOTES: dict[str, str] = {
         "Models: models/musetalk/musetalk-v15/ (musetalkV15/, sd-vae/, whisper/).\n"
         "Expect: a clip as long as the speech, only the mouth region changed, exported with the speech; Broadcast QC "
         "checks the file (loudness, A/V, lip-sync offset) and shows pass/fail.\n"
+        "Options (Lip Sync): viseme_threshold 2 reuses the mouth of a repeated sound (no UNet, no VAE; -1 off, 0 "
+        "exact = bit-identical output), the hit rate is in its summary; blend reinhard matches the mouth's colours "
+        "(feather, poisson).\n"
         "Time: about real time on a GPU."),
     "ditto_talking_head": (
         "Ditto talking head from a presenter loop (or one portrait) and speech.\n\n"
@@ -134,6 +137,8 @@ NOTES: dict[str, str] = {
         "Models: models/ditto/ditto-talkinghead/ (ditto_cfg/, ditto_pytorch/).\n"
         "Expect: a clip as long as the speech with head motion, exported with the speech; Broadcast QC checks the "
         "file and shows pass/fail.\n"
+        "Options (Render): blend reinhard matches the mouth's colours to the frame (feather = upstream's, poisson "
+        "= seamless clone of the face).\n"
         "Time: about real time on a GPU."),
     "wardrobe_mask_check": (
         "Run this before spending GPU time on a wardrobe swap: no models needed.\n\n"
