@@ -39,29 +39,32 @@ def _seeded(seed):
     return torch.Generator().manual_seed(seed)
 
 
-def musetalk_modules(tiny: bool = False, seed: int = 0) -> tuple:
-    """(UNet, VAE): MuseTalk's diffusers modules with random weights, fp32 on the CPU, eval, no grad.
-    Raises ImportError without diffusers."""
+def musetalk_modules(tiny: bool = False, seed: int = 0, unet: bool = True) -> tuple:
+    """(UNet, VAE): MuseTalk's diffusers modules with random weights, fp32 on the CPU, eval, no grad (UNet None
+    when `unet` is false: it is 3.4 GB at full size). Raises ImportError without diffusers."""
     from diffusers import AutoencoderKL, UNet2DConditionModel
 
     torch.manual_seed(seed)
-    unet = UNet2DConditionModel(**(TINY_UNET if tiny else UNET)).eval().requires_grad_(False)
+    unet = UNet2DConditionModel(**(TINY_UNET if tiny else UNET)).eval().requires_grad_(False) if unet else None
     vae = AutoencoderKL(**(TINY_VAE if tiny else VAE)).eval().requires_grad_(False)
     return unet, vae
 
 
-def musetalk_networks(tiny: bool = False) -> list:
-    """[UNet step, VAE decode] as accel Networks (CPU, fp32). Raises ImportError without diffusers."""
-    unet, vae = musetalk_modules(tiny)
+def musetalk_networks(tiny: bool = False, names=None) -> list:
+    """[UNet step, VAE decode] as accel Networks (CPU, fp32); only those in `names` when given. Raises ImportError
+    without diffusers."""
+    unet, vae = musetalk_modules(tiny, unet=not names or "musetalk_unet" in names)
     gen = _seeded(0)
     vae.encoder = None                              # only the decoder runs per frame
-    return [
+    tag = "-tiny" if tiny else ""                   # weights_id is part of the ONNX cache key: tiny != full size
+    nets = [
         Network("musetalk_unet", UNetStep(unet), lambda b: (torch.randn(b, 8, 32, 32, generator=gen),
                                                             torch.randn(b, 50, 384, generator=gen)),
-                ("latents", "audio"), ("pred",), "random-unet", convolutional=True),
+                ("latents", "audio"), ("pred",), "random-unet" + tag, convolutional=True) if unet is not None else None,
         Network("musetalk_vae_decoder", VaeDecode(vae, 0.18215), lambda b: (torch.randn(b, 4, 32, 32, generator=gen),),
-                ("latents",), ("faces",), "random-vae", convolutional=True),
+                ("latents",), ("faces",), "random-vae" + tag, convolutional=True),
     ]
+    return [n for n in nets if n is not None]
 
 
 def ditto_networks(tiny: bool = False) -> list:
@@ -71,12 +74,13 @@ def ditto_networks(tiny: bool = False) -> list:
     decoder = ditto_nets.SPADEDecoder(**(TINY_DECODER if tiny else {})).eval().requires_grad_(False)
     decoder.fold_spectral_norm()
     c, d, hw = (4, 4, 16) if tiny else (32, 16, 64)
+    tag = "-tiny" if tiny else ""
     feat_c, feat_hw = (8, 16) if tiny else (256, 64)
     return [
         Network("ditto_warp", warp, lambda b: (torch.randn(b, c, d, hw, hw, generator=gen),
                                                torch.randn(b, 21, 3, generator=gen) * 0.1,
                                                torch.randn(b, 21, 3, generator=gen) * 0.1),
-                ("f_s", "kp_source", "kp_driving"), ("feature",), "random-warp"),
+                ("f_s", "kp_source", "kp_driving"), ("feature",), "random-warp" + tag),
         Network("ditto_decoder", decoder, lambda b: (torch.randn(b, feat_c, feat_hw, feat_hw, generator=gen),),
-                ("feature",), ("crop",), "random-decoder", convolutional=True),
+                ("feature",), ("crop",), "random-decoder" + tag, convolutional=True),
     ]

@@ -92,6 +92,7 @@ class Measured:
     times: dict = field(default_factory=dict)        # batch -> [seconds]
     peak_mb: dict = field(default_factory=dict)      # batch -> max MB over the calls
     cos: dict = field(default_factory=dict)          # batch -> cosine against eager fp32
+    refs: dict = None                                # eager fp32's outputs per batch (the parity reference)
 
     def median(self, b):
         return statistics.median(self.times[b]) if self.times.get(b) else None
@@ -123,8 +124,21 @@ def call(runner, inputs):
         return as_tuple(runner(*inputs))
 
 
-def bench_network(net, labels, batches, rounds: int, cache: ContentCache, ort_threads, budget) -> list:
-    """Build every variant of `net`, warm each up, then time them interleaved: round by round, batch by batch."""
+def bench_network(net, labels, batches, rounds: int, cache: ContentCache, ort_threads, budget,
+                  one_at_a_time: bool = False) -> list:
+    """Build every variant of `net`, warm each up, then time them interleaved: round by round, batch by batch.
+    `one_at_a_time`: each variant built, timed and freed before the next (memory: the full UNet in fp32 is 3.4 GB
+    and its ONNX Runtime session as much again), eager fp32 first; not interleaved."""
+    if one_at_a_time:
+        done, refs = [], None
+        for label in labels:
+            done += _bench_variants(net, [label], batches, rounds, cache, ort_threads, budget, refs)
+            refs = done[0].refs if done and done[0].label == BASELINE else refs
+        return done
+    return _bench_variants(net, labels, batches, rounds, cache, ort_threads, budget, None)
+
+
+def _bench_variants(net, labels, batches, rounds, cache, ort_threads, budget, refs) -> list:
     inputs = {b: net.example(b) for b in batches}
     built = {}
     # ONNX Runtime first: its export holds a second copy of the graph's weights for a while, so it runs before
@@ -150,7 +164,7 @@ def bench_network(net, labels, batches, rounds: int, cache: ContentCache, ort_th
                 call(m.runner, inputs[b])
                 print(f"  {net.name}: {m.label} warm-up at batch {b}: {time.perf_counter() - t:.1f} s", flush=True)
             warm.add((m.label, b))
-    refs = {}
+    refs = dict(refs or {})
     for r in range(rounds):
         for b in batches:
             for m in live:
@@ -169,6 +183,7 @@ def bench_network(net, labels, batches, rounds: int, cache: ContentCache, ort_th
                 print(f"  {net.name}: round {r + 1} batch {b} {m.label}: {dt * 1000:.0f} ms", flush=True)
     for m in variants:
         m.runner = None
+        m.refs = refs if m.label == BASELINE else None
     gc.collect()
     return variants
 
@@ -202,12 +217,17 @@ def rows_for(title: str, per_net: list, batches) -> list:
     return rows
 
 
-def bench_pair(title: str, nets, labels, batches, rounds, cache, ort_threads, budget) -> list:
-    per_net = []
+def bench_pair(title: str, nets, labels, batches, rounds, cache, ort_threads, budget, names=None,
+               one_at_a_time=False) -> list:
+    per_net, timed = [], []
     for net in nets:
-        per_net.append(bench_network(net, labels, batches, rounds, cache, ort_threads, budget))
-        part = rows_for(net.name, per_net[-1:], batches)
-        print_table(part)
+        if names and net.name not in names:
+            continue
+        per_net.append(bench_network(net, labels, batches, rounds, cache, ort_threads, budget, one_at_a_time))
+        timed.append(net.name)
+        print_table(rows_for(net.name, per_net[-1:], batches))
+    if len(per_net) < 2:                  # one network of the pair (--nets): its rows were printed above
+        return rows_for(", ".join(timed), per_net, batches) if per_net else []
     return rows_for(title, per_net, batches)
 
 
@@ -275,6 +295,11 @@ def main() -> None:
                     "quick 2)")
     ap.add_argument("--only", choices=("musetalk", "ditto", "pipeline"), default=None)
     ap.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated, of: {', '.join(VARIANTS)}")
+    ap.add_argument("--nets", default=None, help="comma-separated network names to time (default all: "
+                    "musetalk_unet, musetalk_vae_decoder, ditto_warp, ditto_decoder)")
+    ap.add_argument("--one-at-a-time", action="store_true",
+                    help="build, time and free each variant in turn (less memory; not interleaved)")
+    ap.add_argument("--cache", default=None, help="keep the ONNX exports in this folder (default: a temporary one)")
     ap.add_argument("--ort-threads", type=int, default=None, help="ONNX Runtime intra-op threads (default: its own)")
     ap.add_argument("--budget-min", type=float, default=None,
                     help="stop building and re-timing after this many minutes (every built cell keeps one timed "
@@ -288,6 +313,7 @@ def main() -> None:
         ap.error(f"--variants: unknown {unknown}; choose from {list(VARIANTS)}")
     if BASELINE not in labels:
         labels.insert(0, BASELINE)
+    names = {n.strip() for n in args.nets.split(",") if n.strip()} if args.nets else None
     budget = Budget(args.budget_min)
     started = time.perf_counter()
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} CPUs, load average "
@@ -296,21 +322,21 @@ def main() -> None:
     if args.only in (None, "pipeline"):           # cheap (tiny models): first, so it is never cut by the budget
         pipelined_vs_sequential(3.0 if args.quick else 10.0)
     with tempfile.TemporaryDirectory(prefix="bench-accel-") as tmp:
-        cache = ContentCache(tmp)
+        cache = ContentCache(args.cache or tmp)
         rows = []
         if args.only in (None, "musetalk"):
             try:
-                nets = musetalk_networks(args.quick)
+                nets = musetalk_networks(args.quick, names)
             except ImportError as exc:
                 print(f"MuseTalk skipped: {exc} (needs diffusers)")
             else:
                 rows += bench_pair("MuseTalk UNet + VAE decode", nets, labels, batches, rounds, cache,
-                                   args.ort_threads, budget)
+                                   args.ort_threads, budget, names, args.one_at_a_time)
                 del nets
                 gc.collect()
         if args.only in (None, "ditto"):
             rows += bench_pair("Ditto warp + decoder", ditto_networks(args.quick), labels, batches, rounds, cache,
-                               args.ort_threads, budget)
+                               args.ort_threads, budget, names, args.one_at_a_time)
         if rows:
             print()
             print_table(rows)
