@@ -13,6 +13,7 @@ from comfy_api.latest import io, ui
 
 from ..engines.common.audio import make_audio, to_mono
 from ..engines.common.errors import InputError
+from ..engines.common.frames import FrameStream
 from ..engines.common.images import check_image_batch
 from ..engines.common.loop_modes import LEGACY_LOOP_MODES, LOOP_MODES
 from ..engines.ditto.audio_features import SAMPLE_RATE, check_length
@@ -28,7 +29,7 @@ from ..engines.export import check_prefix
 from . import comfy_bridge, core_features, sources, types
 from .accel import BACKENDS, Accelerated, backend_input
 from .inputs import PRECISIONS, resolve_precision, validate
-from .video_output import HIDDEN, stream_video
+from .video_output import FRAMES_TOOLTIP, HIDDEN, STREAM_TO_EXPORT_TOOLTIP, check_one_stream, stream_video
 
 log = logging.getLogger("broadcast_avatar.ditto")
 FAMILY = "ditto"
@@ -334,37 +335,50 @@ class BroadcastDittoRender(io.ComfyNode):
                                        "region only: no lip-colour patch, the rest as feather); poisson (OpenCV "
                                        "seamless clone of the face: no boundary ring, but it can grey the face; "
                                        "slower). Frame pixels the face mask does not reach never change."),
+                io.Boolean.Input("stream_to_export", default=False, optional=True,
+                                 tooltip=STREAM_TO_EXPORT_TOOLTIP),
             ],
             outputs=[io.Image.Output("images", display_name="images"),
                      io.Audio.Output("audio_out", display_name="audio"),
-                     io.String.Output("path", display_name="path")],
+                     io.String.Output("path", display_name="path"),
+                     types.FrameStream.Output("frames", display_name="frames", tooltip=FRAMES_TOOLTIP)],
             hidden=HIDDEN,
         )
 
     @classmethod
-    def validate_inputs(cls, stream_to_file=None, filename_prefix=None, blend=None):
+    def validate_inputs(cls, stream_to_file=None, filename_prefix=None, blend=None, stream_to_export=None):
         # refused when queued, before anything renders
         return validate(("blend", blend, PUTBACK_BLENDS),
-                        lambda: not (stream_to_file and filename_prefix is not None) or check_prefix(filename_prefix))
+                        lambda: not (stream_to_file and filename_prefix is not None) or check_prefix(filename_prefix),
+                        lambda: check_one_stream(stream_to_file, stream_to_export))
 
     @classmethod
     def execute(cls, ditto_model, avatar, motion, batch_size, cadence_stride, silence_bypass, silence_threshold,
-                ease_frames, stream_to_file, filename_prefix, audio=None, blend="feather") -> io.NodeOutput:
+                ease_frames, stream_to_file, filename_prefix, audio=None, blend="feather",
+                stream_to_export=False) -> io.NodeOutput:
         if audio is None:
             if motion.audio16k is None:
                 raise InputError("audio", "speech (connect it, or make the motion from audio features)", "none")
             audio = make_audio(motion.audio16k, SAMPLE_RATE)
-        pipeline, _ = ditto_model.ready_for(int(batch_size))
         settings = RenderSettings(batch_size=int(batch_size), stride=int(cadence_stride),
                                   silence_bypass=bool(silence_bypass), silence_threshold=float(silence_threshold),
                                   ease_frames=int(ease_frames), blend=blend)
-        progress = comfy_bridge.progress(len(motion.kp_driven))
+        n = len(motion.kp_driven)
+        if stream_to_export:
+            # The pipeline is made ready when the export pulls the frames (the networks may have moved since).
+            frames = FrameStream(lambda: ditto_model.ready_for(int(batch_size))[0].render(
+                avatar, motion, settings, comfy_bridge.progress(n)), n, motion.fps, "Ditto Render")
+            return io.NodeOutput(None, audio, "", frames,
+                                 ui=ui.PreviewText(f"{n} frames at {motion.fps:g} fps, rendered as Export Video "
+                                                   f"encodes them"))
+        pipeline, _ = ditto_model.ready_for(int(batch_size))
+        progress = comfy_bridge.progress(n)
         if not stream_to_file:
-            return io.NodeOutput(pipeline.render_frames(avatar, motion, settings, progress), audio, "",
+            return io.NodeOutput(pipeline.render_frames(avatar, motion, settings, progress), audio, "", None,
                                  ui=ui.PreviewText("\n".join(ditto_model.summary)))
         video = stream_video(cls, pipeline.render(avatar, motion, settings, progress), motion.fps, filename_prefix,
                              audio)
-        return io.NodeOutput(video.last_frame, audio, video.path, ui=video.ui)
+        return io.NodeOutput(video.last_frame, audio, video.path, None, ui=video.ui)
 
 
 NODES = [BroadcastDittoLoader, BroadcastDittoAvatar, BroadcastDittoAudioFeatures, BroadcastDittoMotion,

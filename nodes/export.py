@@ -13,11 +13,12 @@ import folder_paths
 from comfy_api.latest import InputImpl, io
 
 from ..engines.common.errors import InputError
+from ..engines.common.frames import FrameStream
 from ..engines.common.images import check_image_batch
 from ..engines.export import (AUDIO_MODES, ENCODER_CHOICES, PRESET_CHOICES, RATE_CONTROLS, TUNE_CHOICES, EncodeSettings,
                               check_prefix, split_frames)
 from ..engines.export.clips import load_audio, load_clip
-from . import comfy_bridge, core_features
+from . import comfy_bridge, core_features, types
 from .inputs import validate
 from .video_output import HIDDEN, stream_video
 
@@ -60,8 +61,13 @@ class BroadcastExportVideo(io.ComfyNode):
             description="Encode IMAGE frames (+ AUDIO as AAC) into one .mp4 in the output folder in a single "
                         "streaming pass: NVENC where it works, else libx264; preview in the node.",
             inputs=[
-                io.Image.Input("images", tooltip="Frames to encode, [frames, height, width, 3]. Odd sizes are padded "
-                                                 "to even by repeating the last row/column."),
+                io.MultiType.Input(
+                    io.Image.Input("images", tooltip="Frames to encode, [frames, height, width, 3], or a renderer's "
+                                                     "frame stream (MuseTalk Lip Sync / Ditto Render 'frames' with "
+                                                     "stream_to_export): encoded as they are rendered, never held "
+                                                     "whole. Odd sizes are padded to even by repeating the last "
+                                                     "row/column."),
+                    types=[io.Image, types.FrameStream]),
                 io.Float.Input("fps", default=25.0, min=1.0, max=240.0, step=0.001,
                                tooltip="Frames per second. 23.976, 29.97 and 59.94 are stored as exact NTSC rates. "
                                        "25: the rate MuseTalk and Ditto render at (link a renderer's fps when it "
@@ -121,13 +127,17 @@ class BroadcastExportVideo(io.ComfyNode):
     @classmethod
     def execute(cls, images, fps, filename_prefix, encoder, preset, tune, rate_control, quality, bitrate_kbps,
                 gop_seconds, bit_depth, faststart, audio_mode, audio_bitrate_kbps, audio=None) -> io.NodeOutput:
-        images = check_image_batch(images, "images")
+        if isinstance(images, FrameStream):
+            chunks, progress = images, None       # the renderer's own progress bar moves as its frames are encoded
+        else:
+            images = check_image_batch(images, "images")
+            chunks, progress = split_frames(images, CHUNK_FRAMES), comfy_bridge.progress(int(images.shape[0]))
         settings = EncodeSettings(encoder=encoder, preset=preset, tune=tune, rate_control=rate_control,
                                   quality=int(quality), bitrate_kbps=int(bitrate_kbps), gop_seconds=float(gop_seconds),
                                   bit_depth=int(bit_depth), faststart=bool(faststart),
                                   audio_bitrate_kbps=int(audio_bitrate_kbps))
-        video = stream_video(cls, split_frames(images, CHUNK_FRAMES), fps, filename_prefix, audio, settings=settings,
-                             audio_mode=audio_mode, progress=comfy_bridge.progress(int(images.shape[0])))
+        video = stream_video(cls, chunks, fps, filename_prefix, audio, settings=settings, audio_mode=audio_mode,
+                             progress=progress)
         return io.NodeOutput(InputImpl.VideoFromFile(video.path), video.path, ui=video.ui)
 
 

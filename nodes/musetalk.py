@@ -14,6 +14,7 @@ from comfy_api.latest import io, ui
 
 from ..engines.common.errors import InputError
 from ..engines.common.fingerprint import source_identity
+from ..engines.common.frames import FrameStream
 from ..engines.common.images import RGB, check_image_batch
 from ..engines.common.loop_modes import LEGACY_LOOP_MODES, LOOP_MODES
 from ..engines.export.paths import check_prefix
@@ -24,15 +25,15 @@ from ..engines.musetalk.avatar import CropSettings, build_avatar, source_key
 from ..engines.musetalk.avatar import load_from_source as avatar_by_source
 from ..engines.musetalk.blend import MouthEllipse
 from ..engines.musetalk.cadence import VELOCITY_THRESHOLD
-from ..engines.musetalk.lipsync import (BLEND_MODES, MAX_STRIDE, STRIDE_MODES, LipSyncSettings, LipSyncStats, lipsync,
-                                        lipsync_chunks)
+from ..engines.musetalk.lipsync import (BLEND_MODES, MAX_STRIDE, STRIDE_MODES, LipSyncSettings, LipSyncStats,
+                                        frame_count, lipsync, lipsync_chunks)
 from ..engines.musetalk.loader import describe, load_musetalk
 from ..engines.musetalk.viseme import DEFAULT_CAPACITY as VISEME_CAPACITY, MAX_CAPACITY as VISEME_MAX_CAPACITY
 from ..engines.musetalk.viseme import MAX_THRESHOLD as VISEME_MAX_THRESHOLD, OFF as VISEME_OFF
 from . import comfy_bridge, core_features, sources, types
 from .accel import BACKENDS, Accelerated, backend_input
 from .inputs import PRECISIONS, resolve_dtype, validate
-from .video_output import HIDDEN, stream_video
+from .video_output import FRAMES_TOOLTIP, HIDDEN, STREAM_TO_EXPORT_TOOLTIP, check_one_stream, stream_video
 
 log = logging.getLogger("broadcast_avatar.musetalk")
 FAMILY = "musetalk"
@@ -361,47 +362,63 @@ class BroadcastMuseTalkLipSync(io.ComfyNode):
                              tooltip="Viseme cache: the most mouths kept (about 150 kB each on the CPU at a 256 "
                                      "crop); the least recently used goes first. 512 covers about 20 s of distinct "
                                      "keyframes at 25 fps."),
+                # Last: a saved workflow's widget values are positional, so new inputs go at the end.
+                io.Boolean.Input("stream_to_export", default=False, optional=True,
+                                 tooltip=STREAM_TO_EXPORT_TOOLTIP),
             ],
             outputs=[
                 io.Image.Output("images", display_name="images"),
                 io.Audio.Output("audio_out", display_name="audio", tooltip="The input speech, unchanged."),
                 io.Float.Output("fps_out", display_name="fps", tooltip="The output frame rate."),
                 io.String.Output("path", display_name="path", tooltip="The streamed MP4 (empty when not streaming)."),
+                types.FrameStream.Output("frames", display_name="frames", tooltip=FRAMES_TOOLTIP),
             ],
             hidden=HIDDEN,
         )
 
     @classmethod
-    def validate_inputs(cls, loop_mode=None, filename_prefix=None, blend=None, stride_mode=None):
+    def validate_inputs(cls, loop_mode=None, filename_prefix=None, blend=None, stride_mode=None, stream_to_file=None,
+                        stream_to_export=None):
         return validate(("loop_mode", loop_mode, LOOP_MODES, LEGACY_LOOP_MODES), ("blend", blend, BLEND_MODES),
                         ("stride_mode", stride_mode, STRIDE_MODES),
-                        lambda: filename_prefix is None or check_prefix(filename_prefix))
+                        lambda: filename_prefix is None or check_prefix(filename_prefix),
+                        lambda: check_one_stream(stream_to_file, stream_to_export))
 
     @classmethod
     def execute(cls, musetalk_model, avatar, audio, batch_size, stride, fps, loop_mode, stream_to_file=False,
                 filename_prefix="broadcast/musetalk", blend="feather", stride_mode="fixed", max_stride=4,
                 velocity_threshold=VELOCITY_THRESHOLD, viseme_threshold=VISEME_OFF,
-                viseme_cache_size=VISEME_CAPACITY) -> io.NodeOutput:
+                viseme_cache_size=VISEME_CAPACITY, stream_to_export=False) -> io.NodeOutput:
         settings = LipSyncSettings(batch_size=int(batch_size), stride=int(stride), fps=float(fps) or None,
                                    loop_mode=loop_mode, blend=blend, stride_mode=stride_mode,
                                    max_stride=int(max_stride), velocity_threshold=float(velocity_threshold),
                                    viseme_threshold=int(viseme_threshold),
                                    viseme_cache_size=int(viseme_cache_size))
         out_fps = float(settings.fps or avatar.fps)
-        nets, device = musetalk_model.ready_for(settings.batch_size)
         stats = LipSyncStats()
+        if stream_to_export:
+            def render():      # the networks are made ready when the export pulls the frames (they may have moved)
+                nets, device = musetalk_model.ready_for(settings.batch_size)
+                return lipsync_chunks(nets, avatar, audio, settings, device=device,
+                                      progress=comfy_bridge.progress(1), stats=stats)
+
+            frames = FrameStream(render, frame_count(audio, settings, avatar), out_fps, "MuseTalk Lip Sync")
+            return io.NodeOutput(None, audio, out_fps, "", frames,
+                                 ui=ui.PreviewText(f"{len(frames)} frames at {out_fps:g} fps, rendered as Export "
+                                                   f"Video encodes them"))
+        nets, device = musetalk_model.ready_for(settings.batch_size)
         if not stream_to_file:
             frames = lipsync(nets, avatar, audio, settings, device=device, progress=comfy_bridge.progress(1),
                              stats=stats)
             log.info("Broadcast MuseTalk Lip Sync: %s", stats.summary())
             text = "\n".join([stats.summary(), *musetalk_model.summary])    # what ran, and on which backend
-            return io.NodeOutput(frames, audio, out_fps, "", ui=ui.PreviewText(text))
+            return io.NodeOutput(frames, audio, out_fps, "", None, ui=ui.PreviewText(text))
         chunks = lipsync_chunks(nets, avatar, audio, settings, device=device, progress=comfy_bridge.progress(1),
                                 stats=stats)
         video = stream_video(cls, chunks, out_fps, filename_prefix, audio)
         log.info("Broadcast MuseTalk Lip Sync: %s", stats.summary())
         video.ui["text"] = [*video.ui.get("text", []), stats.summary()]
-        return io.NodeOutput(video.last_frame, audio, out_fps, video.path, ui=video.ui)
+        return io.NodeOutput(video.last_frame, audio, out_fps, video.path, None, ui=video.ui)
 
 
 NODES = [BroadcastMuseTalkLoader, BroadcastFaceTrack, BroadcastMuseTalkAvatar, BroadcastMuseTalkLipSync]

@@ -30,3 +30,7 @@ DittoModel = io.Custom(PREFIX + "DITTO_MODEL")
 DittoAvatar = io.Custom(PREFIX + "DITTO_AVATAR")
 DittoAudioFeatures = io.Custom(PREFIX + "DITTO_AUDIO_FEATURES")
 DittoMotion = io.Custom(PREFIX + "DITTO_MOTION")
+
+# A renderer's frames not rendered yet (engines/common/frames.FrameStream): MuseTalk Lip Sync / Ditto Render hand it
+# to Export Video, which pulls the chunks while it encodes, so a long clip never exists whole in memory.
+FrameStream = io.Custom(PREFIX + "FRAME_STREAM")

@@ -23,6 +23,23 @@ log = logging.getLogger("broadcast_avatar.export")
 # What a node that writes video declares in its schema so `stream_video` can embed the workflow.
 HIDDEN = [io.Hidden.prompt, io.Hidden.extra_pnginfo]
 
+# The renderers' (MuseTalk Lip Sync, Ditto Render) hand-off of a frame stream to Export Video.
+STREAM_TO_EXPORT_TOOLTIP = (
+    "Hand the frames to Broadcast Export Video as a stream (connect 'frames' to its 'images'): they are rendered "
+    "while the export encodes them, so a long clip never exists whole in memory, and the export's own settings, "
+    "summary and video output apply. The images output is then empty.")
+FRAMES_TOOLTIP = ("With stream_to_export: the frames, not rendered yet, for Broadcast Export Video's 'images' (empty "
+                  "otherwise).")
+
+
+def check_one_stream(stream_to_file, stream_to_export) -> None:
+    """A renderer writes its own file or hands its frames to the export, not both (None: a linked input)."""
+    from ..engines.common.errors import InputError
+
+    if stream_to_file and stream_to_export:
+        raise InputError("stream_to_export", "stream_to_file or stream_to_export, not both",
+                         "both on", "Turn stream_to_file off when 'frames' goes to Export Video.")
+
 
 @dataclass(frozen=True)
 class StreamedVideo:

@@ -18,14 +18,15 @@ _VOICE = [("Voice: script and cloned voice", ["1", "2", "3", "4", "5", "6"])]
 STAGES: dict[str, list[tuple[str, list[str]]]] = {
     "demo_export": [("Input", ["1"]), ("Export", ["2"])],
     "broadcast_musetalk": _VOICE + [("Presenter loop", ["7"]), ("Lip-sync (MuseTalk)", ["8", "9", "10", "11"]),
-                                    ("Export", ["12"])],
+                                    ("Export and QC", ["12", "13"])],
     "broadcast_ditto": _VOICE + [("Presenter loop", ["7"]), ("Lip-sync (Ditto)", ["8", "9", "10", "11", "12"]),
-                                 ("Export", ["13"])],
+                                 ("Export and QC", ["13", "14"])],
     "broadcast_wardrobe": [("Wardrobe swap: loop and masks", ["1", "2", "3", "4", "5", "6", "7"]),
                            ("Wardrobe swap: Wan VACE", ["8", "9", "10", "11", "12", "13", "14", "15", "16", "17", "18"]),
                            ("Wardrobe swap: re-dressed loop", ["19", "20"]),
                            ("Voice: script and cloned voice", ["101", "102", "103", "104", "105", "106"]),
-                           ("Lip-sync the new loop (MuseTalk)", ["108", "109", "110", "111"]), ("Export", ["112"])],
+                           ("Lip-sync the new loop (MuseTalk)", ["108", "109", "110", "111"]),
+                           ("Export and QC", ["112", "113"])],
     "wardrobe_core_sam3_masks": [("Input and core SAM3", ["1", "2", "3", "4"]), ("Track", ["5", "6", "7", "8"]),
                                  ("Cache and check", ["9", "10", "11", "12", "13"])],
     "tts_dialogue": [("Model and saved voices", ["1", "4", "5"]), ("Dialogue (two voices)", ["2", "3"]),
@@ -76,7 +77,12 @@ NOTES: dict[str, str] = {
         "sentence).\n"
         "Models: models/omnivoice/omnivoice/ and models/musetalk/musetalk-v15/ (README: the download commands).\n"
         "Expect: the mastered speech (player in Audio Master), the lip-synced clip as long as the speech (the loop "
-        "walked ping-pong; set loop_mode), one .mp4 with preview and encode summary in Export Broadcast.\n"
+        "walked ping-pong; set loop_mode), one .mp4 with preview and encode summary in Export Broadcast, then "
+        "Broadcast QC's verdict on that file (loudness, levels, freezes, A/V and lip-sync offset; word accuracy "
+        "with a Whisper model) with its report and sheet: the file is written either way.\n"
+        "Streaming: Lip Sync's stream_to_export hands its frames to Export Broadcast, which encodes them as they "
+        "are rendered, so the clip never exists whole in memory (turn it off and wire Lip Sync's images to see the "
+        "frames as an IMAGE batch).\n"
         "The avatar is cached by content: the second run on the same loop skips it.\n"
         "Time on a GPU: about 1x real time; on a CPU much longer."),
     "broadcast_ditto": (
@@ -86,7 +92,9 @@ NOTES: dict[str, str] = {
         "Models: models/omnivoice/omnivoice/ and models/ditto/ditto-talkinghead/ (README: download commands; the "
         "InsightFace parts are non-commercial).\n"
         "Expect: the mastered speech (player in Audio Master), a clip as long as the speech, one .mp4 with preview "
-        "and summary in Export Broadcast. The avatar packet is cached.\n"
+        "and summary in Export Broadcast, then Broadcast QC's pass/fail verdict and report on that file (never "
+        "blocks it). Ditto Render streams its frames into the export (stream_to_export): the clip never exists whole in "
+        "memory. The avatar packet is cached.\n"
         "Time on a GPU: about real time; on a CPU much longer."),
     "broadcast_wardrobe": (
         "THE BROADCAST WITH A WARDROBE SWAP: re-dress the presenter loop (Wan 2.1 VACE), then lip-sync the new loop "
@@ -96,7 +104,8 @@ NOTES: dict[str, str] = {
         "Models: models/sam3/sam3/, Wan 2.1 VACE (diffusion_models/, vae/), models/omnivoice/omnivoice/, "
         "models/musetalk/musetalk-v15/.\n"
         "Expect: the re-dressed loop (masks cached, so a second run skips SAM3), the mastered speech, one .mp4 in "
-        "Export Broadcast. Without a swap, use broadcast_musetalk.\n"
+        "Export Broadcast (Lip Sync streams its frames into it) and Broadcast QC's verdict on it. Without a swap, "
+        "use broadcast_musetalk.\n"
         "Time: the swap takes minutes per second of loop on a large GPU; it is done once per loop."),
     "wardrobe_core_sam3_masks": (
         "Garment and hands masks with core's SAM3 video tracker, stored in the pack's mask cache for the swaps.\n\n"

@@ -171,8 +171,9 @@ def cases_for(base: str, prompt: dict, object_info: dict) -> list[Case]:
             linked = isinstance(current, list) and len(current) == 2 and isinstance(current[0], str)
             if kind in WIDGETS and not linked:
                 out.extend(Case(base, node_id, class_type, name, v) for v in widget_values(spec))
-            elif kind in LINK_PROVIDERS:
-                out.extend(Case(base, node_id, class_type, name, p, is_link=True) for p in LINK_PROVIDERS[kind]())
+            elif any(k in LINK_PROVIDERS for k in kind.split(",")):     # "IMAGE,BROADCAST_FRAME_STREAM": a union
+                provide = next(LINK_PROVIDERS[k] for k in kind.split(",") if k in LINK_PROVIDERS)
+                out.extend(Case(base, node_id, class_type, name, p, is_link=True) for p in provide())
     return out
 
 

@@ -1,13 +1,40 @@
-"""Frame chunks -> one clip: the non-streaming end of a renderer's generator (MuseTalk, Ditto).
+"""Frame chunks -> one clip, or -> a stream handed on: the two ends of a renderer's generator (MuseTalk, Ditto).
 
 Renderers yield chunks in order so a long clip can go straight to the writer; when the whole clip is wanted as an
-IMAGE batch it is written into one preallocated tensor, never concatenated (which would hold it twice).
+IMAGE batch it is written into one preallocated tensor, never concatenated (which would hold it twice). A
+`FrameStream` is the renderer not yet run: the node after it (Export Video) pulls the chunks while it encodes.
 """
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Callable, Iterable, Iterator
 
 import torch
+
+
+class FrameStream:
+    """A renderer's frames, not rendered yet: iterating it yields the chunks ``[b, H, W, 3]`` of ``make()`` (the
+    renderer's generator) in order, so only a few chunks exist at a time.
+
+    ``make()`` is called once here, so whatever the renderer checks before its first frame is refused in the node
+    that made the stream; each further iteration calls it again and renders anew (a cached stream handed to a
+    second export renders again rather than replaying frames nobody kept). `frames` is the count it yields, `fps`
+    its rate, `source` the renderer's name (for messages)."""
+
+    def __init__(self, make: Callable[[], Iterator[torch.Tensor]], frames: int, fps: float, source: str = "renderer"):
+        self._make = make
+        self._first = [make()]
+        self.frames = int(frames)
+        self.fps = float(fps)
+        self.source = source
+
+    def __iter__(self) -> Iterator[torch.Tensor]:
+        return iter(self._first.pop() if self._first else self._make())
+
+    def __len__(self) -> int:
+        return self.frames
+
+    def __repr__(self) -> str:
+        return f"FrameStream({self.source}, {self.frames} frames at {self.fps:g} fps)"
 
 
 def collect_frames(chunks: Iterable[torch.Tensor], total: int, frame_shape: tuple, dtype: torch.dtype) -> torch.Tensor:

@@ -1,11 +1,16 @@
-"""The broadcast graphs end to end on the tiny models: script -> cloned voice -> master -> lip-sync -> one MP4.
+"""The broadcast graphs end to end on the tiny models: script -> cloned voice -> master -> lip-sync -> one MP4 -> QC.
 
-The shipped API twins are queued with the case's overrides (tiny models) plus taps that save, losslessly, exactly
-what the graph hands on: the presenter loop as Load Video decoded it and the lip-synced frames as they go into
-Export Video (core Save Image, 8-bit PNG; both sides quantised the same way). On those:
+The shipped API twins are queued with the case's overrides (tiny models). The shipped graphs stream: the lip-sync
+hands its frames to Export Video as a stream (`stream_to_export`), so no IMAGE batch of the clip exists to tap. The
+pixel checks therefore run on the same graph with the lip-sync's IMAGE batch wired into the export instead, plus
+taps that save, losslessly, exactly what the graph hands on: the presenter loop as Load Video decoded it and the
+lip-synced frames as they go into Export Video (core Save Image, 8-bit PNG; both sides quantised the same way); and
+the streamed MP4 is checked to show the frames of that batch MP4. On those:
 - the MP4 lasts as long as the mastered speech (within one frame) and its audio is that speech (correlation);
 - every pixel outside the mouth crop of a fixed face box equals the loop frame it came from, and the loop frame is
-  chosen by video time (ping-pong or wrap), for a script that outlasts the loop and one that ends inside it.
+  chosen by video time (ping-pong or wrap), for a script that outlasts the loop and one that ends inside it;
+- Broadcast QC's verdict on the file is in the history as the batch runner's ledger records it, every check
+  reported, the checks any broadcast must pass passed (`tests/fixtures/broadcast.check_qc`).
 (The editor run and the `comfy run` run of the same files are in test_workflows_browser / _comfy_cli.)
 """
 from __future__ import annotations
@@ -37,7 +42,7 @@ def _loop_index(i: int, n_loop: int, mode: str) -> int:
     return k if k < n_loop else period - k
 
 
-def _run_musetalk(comfy, tag, script=None, loop_mode="ping-pong", loop_frames=None):
+def _run_musetalk(comfy, tag, script=None, loop_mode="ping-pong", loop_frames=None, batch=False):
     prompt, _ = load_workflow(shipped_api_twin("broadcast_musetalk"))
     info = comfy.object_info()
     overrides = case_for("broadcast_musetalk").prepare(comfy)
@@ -54,9 +59,34 @@ def _run_musetalk(comfy, tag, script=None, loop_mode="ping-pong", loop_frames=No
     ids = {n["_meta"]["title"]: k for k, n in prompt.items()}
     prompt["tap_loop"] = {"class_type": "SaveImage", "_meta": {"title": "tap loop"},
                           "inputs": {"images": [ids["Presenter Loop"], 0], "filename_prefix": f"tap/{tag}_loop"}}
-    prompt["tap_frames"] = {"class_type": "SaveImage", "_meta": {"title": "tap frames"},
-                            "inputs": {"images": [ids["MuseTalk Lip Sync"], 0], "filename_prefix": f"tap/{tag}_out"}}
+    if batch:   # the lip-sync's IMAGE batch into the export (and the tap) instead of the shipped stream
+        prompt[ids["MuseTalk Lip Sync"]]["inputs"]["stream_to_export"] = False
+        prompt[ids["Export Broadcast"]]["inputs"]["images"] = [ids["MuseTalk Lip Sync"], 0]
+        prompt["tap_frames"] = {"class_type": "SaveImage", "_meta": {"title": "tap frames"},
+                                "inputs": {"images": [ids["MuseTalk Lip Sync"], 0],
+                                           "filename_prefix": f"tap/{tag}_out"}}
+    else:
+        assert prompt[ids["Export Broadcast"]]["inputs"]["images"] == [ids["MuseTalk Lip Sync"], 4], \
+            "the shipped graph streams the lip-sync's frames into the export"
     return comfy.run(prompt, timeout=600)
+
+
+def _decoded(comfy, entry):
+    import av
+
+    mp4, _ = broadcast.broadcast_files(comfy, entry)
+    with av.open(str(mp4)) as c:
+        return np.stack([f.to_ndarray(format="rgb24") for f in c.decode(c.streams.video[0])])
+
+
+def _same_picture(comfy, streamed, batch):
+    """The streamed export shows the frames of the batch export: same encoder and settings, so they differ only
+    where rendering noise (CPU float rounding of the tiny networks, run to run) tips the encoder's decisions: above
+    40 dB PSNR (here about 49), where a frame taken from the wrong loop position or order gives about 30."""
+    a, b = _decoded(comfy, streamed).astype(np.float64), _decoded(comfy, batch).astype(np.float64)
+    assert a.shape == b.shape, f"streamed {a.shape} vs batch {b.shape}"
+    psnr = 10 * np.log10(255.0 ** 2 / max(float(((a - b) ** 2).mean()), 1e-12))
+    assert psnr > 40.0, f"the streamed export differs from the batch export: PSNR {psnr:.1f} dB"
 
 
 def _check_mouth_only(comfy, entry, loop_mode):
@@ -79,14 +109,17 @@ def _check_mouth_only(comfy, entry, loop_mode):
 
 
 def test_musetalk_broadcast_longer_than_the_loop_ping_pong(comfy):
-    entry = _run_musetalk(comfy, "long")
+    streamed = _run_musetalk(comfy, "long")
+    broadcast.check_output(comfy, streamed)
+    entry = _run_musetalk(comfy, "long_batch", batch=True)
     broadcast.check_output(comfy, entry)
     n_out, n_loop = _check_mouth_only(comfy, entry, "ping-pong")
     assert n_out > n_loop, f"the default script ({n_out} frames) should outlast the {n_loop}-frame loop"
+    _same_picture(comfy, streamed, entry)
 
 
 def test_musetalk_broadcast_shorter_than_the_loop_wraps(comfy):
-    entry = _run_musetalk(comfy, "short", script="Good evening.", loop_mode="wrap", loop_frames=30)
+    entry = _run_musetalk(comfy, "short", script="Good evening.", loop_mode="wrap", loop_frames=30, batch=True)
     broadcast.check_output(comfy, entry)
     n_out, n_loop = _check_mouth_only(comfy, entry, "wrap")
     assert n_out < n_loop, f"a one-line script ({n_out} frames) should end inside the {n_loop}-frame loop"

@@ -103,6 +103,19 @@ def test_streaming_render_writes_the_mp4_itself(comfy, inputs):
         assert json.loads(c.metadata["prompt"])["7"]["class_type"] == "BroadcastDittoRender"
 
 
+def test_streaming_to_export_hands_the_frames_to_export_video(comfy, inputs):
+    """stream_to_export: the render runs while Export Video encodes (its 'frames' into the export's 'images')."""
+    portrait_file, speech_file = inputs
+    prompt = chain(portrait_file, speech_file, render={"stream_to_export": True, "cadence_stride": 1},
+                   export_prefix="broadcast/ditto_handed")
+    prompt["8"]["inputs"]["images"] = ["7", 3]
+    entry = comfy.run(prompt)
+    item = entry["outputs"]["8"]["images"][0]
+    info = reader.probe(comfy.output_dir / item["subfolder"] / item["filename"])
+    assert info.frame_count == math.ceil(1.6 * 25) and (info.width, info.height) == (128, 160)
+    assert f"{math.ceil(1.6 * 25)} frames at 25 fps" in entry["outputs"]["7"]["text"][0]
+
+
 def test_a_portrait_without_a_face_is_refused_by_name(comfy, inputs):
     import cv2
     import numpy as np

@@ -36,7 +36,7 @@ def test_nodes_are_listed_with_their_types(comfy):
     info = comfy.object_info()
     export = info["BroadcastExportVideo"]
     assert export["output"] == ["VIDEO", "STRING"] and export["output_node"] is True
-    assert export["input"]["required"]["images"][0] == "IMAGE"
+    assert export["input"]["required"]["images"][0] == "IMAGE,BROADCAST_FRAME_STREAM"   # a batch or a renderer's stream
     assert export["input"]["optional"]["audio"][0] == "AUDIO"
     assert info["BroadcastLoadVideo"]["output"] == ["IMAGE", "AUDIO", "FLOAT", "INT"]
     assert info["BroadcastLoadAudio"]["output"] == ["AUDIO"]

@@ -103,6 +103,36 @@ def test_streaming_to_file_writes_the_clip_and_returns_the_last_frame(comfy, inp
     assert "libx264" in entry["outputs"]["6"]["text"][0] or "nvenc" in entry["outputs"]["6"]["text"][0]
 
 
+def _decoded(comfy, item):
+    import numpy as np
+
+    with av.open(str(comfy.output_dir / item["subfolder"] / item["filename"])) as c:
+        return np.stack([f.to_ndarray(format="rgb24") for f in c.decode(c.streams.video[0])])
+
+
+def test_streaming_to_export_encodes_the_frames_of_the_batch_path(comfy, inputs):
+    """stream_to_export: Export Video pulls the frames while it encodes; the file shows the frames the IMAGE batch
+    path gives (same encoder and settings: equal up to where run-to-run float noise of the tiny networks tips an
+    encoder decision, above 40 dB PSNR), and Lip Sync shows what it handed on."""
+    import numpy as np
+
+    loop_file, speech_file = inputs
+    batch = comfy.run(chain(loop_file, speech_file, export_prefix="broadcast/musetalk_batch"))
+    prompt = chain(loop_file, speech_file, lipsync={"stream_to_export": True},
+                   export_prefix="broadcast/musetalk_handed")
+    assert comfy.object_info()["BroadcastMuseTalkLipSync"]["output"][4] == "BROADCAST_FRAME_STREAM"
+    prompt["7"]["inputs"]["images"] = ["6", 4]
+    streamed = comfy.run(prompt)
+    assert "10 frames at 10 fps" in streamed["outputs"]["6"]["text"][0]
+    a, b = _decoded(comfy, batch["outputs"]["7"]["images"][0]), _decoded(comfy, streamed["outputs"]["7"]["images"][0])
+    assert a.shape == b.shape == (10, 256, 192, 3)
+    psnr = 10 * np.log10(255.0 ** 2 / max(float(((a.astype(np.float64) - b) ** 2).mean()), 1e-12))
+    assert psnr > 40.0, f"the streamed export differs from the batch export: PSNR {psnr:.1f} dB"
+    both = chain(loop_file, speech_file, lipsync={"stream_to_export": True, "stream_to_file": True})
+    status, body = comfy.request("POST", "/prompt", {"prompt": both})
+    assert status == 400 and "stream_to_export" in str(body)
+
+
 def test_fixed_box_track_skips_the_detector(comfy, inputs):
     loop_file, speech_file = inputs
     entry = comfy.run(chain(loop_file, speech_file, track={"box": "40, 30, 110, 100"}))
