@@ -153,7 +153,7 @@ def bench_pipeline(seconds: float, loop_frames: int, repeats: int, quick: bool =
     print(f"lip-sync, {n} frames, tiny networks, batch 4: {line} -> stride 2 {times[1] / times[2]:.2f}x, "
           f"stride 3 {times[1] / times[3]:.2f}x (every frame is still VAE-decoded)")
     bench_adaptive(nets, avatar, audio, repeats)
-    bench_viseme(nets, work, 1.0 if quick else 5.0)
+    bench_viseme(nets, 1.0 if quick else 5.0)
 
 
 def mouth_region(avatar, n: int, fps: float) -> torch.Tensor:
@@ -201,7 +201,7 @@ def bench_adaptive(nets, avatar, audio, repeats: int) -> None:
               f"{times['dense'] / times[name]:.2f}x dense, mouth PSNR vs dense {psnr:.2f} dB")
 
 
-def bench_viseme(nets, work: Path, fps: float) -> None:
+def bench_viseme(nets, fps: float) -> None:
     """The viseme cache on a looped script: 30 s of speech read twice. The tiny random Whisper's features carry
     their position in the 30 s segment (a phrase repeated inside one segment gets unrelated features), so the
     script repeats on the segment boundary, where the features of the second reading equal the first's. The

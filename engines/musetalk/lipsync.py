@@ -15,7 +15,7 @@ thread behind a bounded queue, overlapping each other and the caller's encoder a
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, Optional
 
 import torch
@@ -72,12 +72,27 @@ class LipSyncStats:
     keyframes: int = 0
     viseme_hits: int = 0
     viseme: str = ""             # VisemeCache.summary() when the cache was on
+    batch: int = 0
+    stage_seconds: dict = field(default_factory=dict)   # seconds spent in each stage's work ("unet", "vae", ...)
+
+    def saved_seconds(self) -> float:
+        """Estimated UNet + VAE time the viseme cache saved: the calls it made unnecessary times this run's mean
+        time per call (a fixed-size batch costs the same however many of its rows are real)."""
+        if not self.batch:
+            return 0.0
+        est = 0.0
+        for stage, calls, rows in (("unet", self.unet_calls, self.keyframes), ("vae", self.vae_calls, self.frames)):
+            without = -(-rows // self.batch)
+            if calls:
+                est += max(0, without - calls) * self.stage_seconds.get(stage, 0.0) / calls
+        return est
 
     def summary(self) -> str:
         text = (f"{self.frames} frames, {self.unet_frames} through the UNet "
                 f"(mean stride {self.frames / max(1, self.unet_frames):.2f}), {self.decoded_frames} VAE-decoded")
         if self.viseme:
-            text += f"; {self.viseme}; {self.unet_calls} UNet and {self.vae_calls} VAE calls"
+            text += (f"; {self.viseme}; {self.unet_calls} UNet and {self.vae_calls} VAE calls, "
+                     f"about {self.saved_seconds():.1f} s saved")
         return text
 
 
@@ -123,7 +138,7 @@ def choose_keyframes(padded: torch.Tensor, n: int, fps: float, settings: LipSync
     return adaptive_keyframe_indices(velocity, settings.stride, settings.max_stride, settings.velocity_threshold)
 
 
-def _viseme_keys(cache: Optional[VisemeCache], padded, keys, src, n, fps) -> Optional[Callable[[int], Any]]:
+def _viseme_keys(cache: Optional[VisemeCache], padded, src, n, fps) -> Optional[Callable[[int], Any]]:
     """The viseme cache's key of a keyframe (exact: window bytes + loop frame; fuzzy: SimHash bits), or None."""
     if cache is None:
         return None
@@ -147,7 +162,7 @@ def _keyframes(nets, avatar: Avatar, padded, keys, src, fps, batch, device, dtyp
     unet = (getattr(nets, "runners", None) or {}).get("unet")       # an accelerated backend (engines/accel)
     if unet is None:
         unet = lambda lat, cond: nets.unet(lat, timestep, encoder_hidden_states=cond).sample  # noqa: E731
-    key_of = _viseme_keys(cache, padded, keys, src, src.numel(), fps)
+    key_of = _viseme_keys(cache, padded, src, src.numel(), fps)
     prev_lat, prev_idx, next_frame = None, None, 0
     pending: list = []          # [frame, mouth, hit] in keyframe order, waiting for the UNet
     misses = 0
@@ -308,6 +323,10 @@ def lipsync_chunks(nets, avatar: Avatar, audio: Any, settings: LipSyncSettings =
     """
     check_settings(settings)
     stats = stats if stats is not None else LipSyncStats()
+    if stage_times is None:
+        stage_times = stats.stage_seconds
+    else:
+        stats.stage_seconds = stage_times           # the caller's dict: the summary's estimate reads it too
     progress = ensure(progress)
     device = torch.device(device) if device is not None else next(nets.unet.parameters()).device  # follow weights
     fps = float(settings.fps or avatar.fps)
@@ -320,7 +339,7 @@ def lipsync_chunks(nets, avatar: Avatar, audio: Any, settings: LipSyncSettings =
     keys = choose_keyframes(padded, n, fps, settings)
     batch = settings.batch_size
     progress.reset(len(keys) + n)
-    stats.keyframes = len(keys)
+    stats.keyframes, stats.batch = len(keys), batch
     cache, window = None, (0, 0, 0, 0)
     if settings.viseme_threshold != OFF:
         cache = VisemeCache(settings.viseme_threshold, settings.viseme_cache_size)

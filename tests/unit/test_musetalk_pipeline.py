@@ -315,6 +315,7 @@ def test_exact_viseme_cache_is_bit_identical_and_skips_the_networks(nets, avatar
     assert cached_stats.decoded_frames == plain_stats.decoded_frames - cached_stats.viseme_hits
     assert cached_stats.unet_calls < plain_stats.unet_calls
     assert "viseme cache (exact)" in cached_stats.summary() and plain_stats.viseme == ""
+    assert cached_stats.saved_seconds() > 0 and "s saved" in cached_stats.summary()   # calls it made unnecessary
 
 
 def test_a_tiny_cache_stays_bounded_and_exact(nets, avatar, looped_script):
