@@ -371,31 +371,40 @@ class BroadcastMaskSequenceCache(io.ComfyNode):
 
 
 class BroadcastConditioningCache(io.ComfyNode):
-    """Conditioning cache keyed by prompt, reference images, canvas and params; a hit skips the text encoder."""
+    """Conditioning cache keyed by prompt, reference images, canvas and the settings of the nodes that make the
+    conditioning; a hit skips the text encoder."""
 
     @classmethod
     def define_schema(cls):
         return io.Schema(
             node_id="BroadcastConditioningCache", display_name="Broadcast Conditioning Cache", category=CATEGORY,
-            description="Stores a CONDITIONING by a hash of prompt + reference images + latent shape + params; on a "
-                        "hit the conditioning input (and the text encoder feeding it) is never evaluated.",
+            description="Stores a CONDITIONING by a hash of prompt + reference images + latent shape + every "
+                        "setting of the nodes feeding the conditioning input (encoder file, type, VAE, reference "
+                        "sizing); on a hit that input (and the text encoder feeding it) is never evaluated.",
             inputs=[
                 io.String.Input("prompt", multiline=True, default="",
                                 tooltip="The prompt the conditioning is encoded from (link the same text to the "
                                         "encoder); part of the key."),
-                io.String.Input("params", default="",
-                                tooltip="Anything else that changes the conditioning (text encoder file, reference "
-                                        "sizing); part of the key. Keep it in step with the encoder's settings."),
                 io.Conditioning.Input("conditioning", lazy=True,
-                                      tooltip="The encoder's conditioning, evaluated only on a miss."),
+                                      tooltip="The encoder's conditioning, evaluated only on a miss. The settings "
+                                              "of every node feeding it are part of the key."),
                 io.Image.Input("reference", optional=True,
                                tooltip="Reference picture(s) the encoder also sees (hashed by content)."),
                 io.Latent.Input("latent", optional=True,
                                 tooltip="The latent the conditioning is made for: its shape (canvas, length) is "
                                         "part of the key (MiniMax H3 sizes its references to the canvas)."),
+                *[io.Int.Input(name, optional=True, force_input=True, min=0, max=1 << 20,
+                               tooltip=f"The {what} the encoder is given, linked from the same output: the key "
+                                       "then holds the value, not the graph that computed it, so a new clip with "
+                                       "the same canvas is still a hit.")
+                  for name, what in (("width", "canvas width"), ("height", "canvas height"),
+                                     ("length", "frame count"))],
                 io.Combo.Input("mode", options=["use cache", "refresh"], default="use cache",
-                               tooltip="refresh: re-encode and overwrite the entry."),
+                               tooltip="refresh: re-encode and overwrite the entry. Changing the encoder's "
+                                       "settings (file, type, VAE, reference sizing) is a miss by itself: they "
+                                       "are part of the key."),
             ],
+            hidden=[io.Hidden.prompt, io.Hidden.unique_id],
             outputs=[
                 io.Conditioning.Output("cached_conditioning", display_name="conditioning"),
                 io.String.Output("conditioning_key", display_name="cache_key"),
@@ -407,26 +416,29 @@ class BroadcastConditioningCache(io.ComfyNode):
         return validate(("mode", mode, ("use cache", "refresh")))
 
     @classmethod
-    def _key(cls, prompt, params, reference, latent):
+    def _key(cls, prompt, reference, latent, **canvas):
+        # What made the conditioning is read off the prompt being executed (never evaluated: on a hit it must not
+        # run).
         ref = as_images(reference, "reference") if reference is not None else None
-        return condcache.conditioning_key(prompt, params, ref, condcache.latent_shapes(latent))
+        return condcache.node_key(cls.hidden.prompt, cls.hidden.unique_id, prompt, ref, condcache.latent_shapes(latent),
+                                  canvas)
 
     @classmethod
-    def check_lazy_status(cls, prompt, params, mode, conditioning=None, reference=None, latent=None):
-        if mode != "refresh" and condcache.has_conditioning(cache(), cls._key(prompt, params, reference, latent)):
+    def check_lazy_status(cls, prompt, mode, conditioning=None, reference=None, latent=None, **canvas):
+        if mode != "refresh" and condcache.has_conditioning(cache(), cls._key(prompt, reference, latent, **canvas)):
             return []
         return ["conditioning"] if conditioning is None else []
 
     @classmethod
-    def execute(cls, prompt, params, mode, conditioning=None, reference=None, latent=None) -> io.NodeOutput:
-        key = cls._key(prompt, params, reference, latent)
+    def execute(cls, prompt, mode, conditioning=None, reference=None, latent=None, **canvas) -> io.NodeOutput:
+        key = cls._key(prompt, reference, latent, **canvas)
         store = cache()
         loaded = condcache.load_conditioning(store, key) if mode != "refresh" else None
         if loaded is None:
             if conditioning is None:
                 raise InputError("conditioning", "a conditioning to store (the cache entry is missing or "
                                  "unreadable)", "nothing", "Queue the workflow again: the encoder will run this time.")
-            loaded = condcache.store_conditioning(store, key, conditioning, {"prompt": prompt, "params": params})
+            loaded = condcache.store_conditioning(store, key, conditioning, {"prompt": prompt})
         return io.NodeOutput(loaded, key)
 
 

@@ -3,7 +3,9 @@ ComfyUI executes): the basis of cache keys that follow the real settings instead
 
 `upstream_signature` replaces every link by the signature of the node it comes from, recursively, and drops node
 ids and titles, so the same settings give the same signature in any workflow and a changed threshold anywhere
-upstream gives another one.
+upstream gives another one. A link whose value the caller already holds (an input of its own that was evaluated,
+linked to the same output: `evaluated_links`) is replaced by that value instead of the graph computing it, so
+another graph giving the same value (a new clip with the same canvas size) gives the same signature.
 """
 from __future__ import annotations
 
@@ -15,27 +17,46 @@ def is_link(value: Any) -> bool:
             and isinstance(value[1], int) and not isinstance(value[1], bool))
 
 
-def upstream_signature(prompt: Optional[Mapping], node_id: Optional[str], inputs: Sequence[str]) -> Optional[dict]:
+def upstream_signature(prompt: Optional[Mapping], node_id: Optional[str], inputs: Sequence[str],
+                       known: Optional[Mapping] = None) -> Optional[dict]:
     """``{input: signature of what feeds it}`` for the linked ones among `inputs` of `node_id` (a widget value is
-    its own signature); None without a prompt (a caller outside ComfyUI)."""
+    its own signature); None without a prompt (a caller outside ComfyUI). ``known`` maps ``(source id, output)``
+    links to the value they carry in this run (`evaluated_links`); such a link counts as that value."""
     if not isinstance(prompt, Mapping) or node_id is None or str(node_id) not in prompt:
         return None
     memo: dict = {}
+    known = {(str(k[0]), int(k[1])): v for k, v in (known or {}).items()}
     own = prompt[str(node_id)].get("inputs", {})
-    return {name: _value(prompt, own[name], memo, set()) for name in inputs if name in own}
+    return {name: _value(prompt, own[name], memo, set(), known) for name in inputs if name in own}
 
 
-def _value(prompt: Mapping, value: Any, memo: dict, path: set) -> Any:
+def evaluated_links(prompt: Optional[Mapping], node_id: Optional[str], values: Mapping[str, Any]) -> dict:
+    """``{(source id, output): value}`` for those of `node_id`'s inputs in `values` (name -> the value it received,
+    in a form the caller hashes: a digest for a tensor) that are links; the `known` of `upstream_signature`."""
+    if not isinstance(prompt, Mapping) or node_id is None or str(node_id) not in prompt:
+        return {}
+    own = prompt[str(node_id)].get("inputs", {})
+    return {(str(own[name][0]), int(own[name][1])): _plain(value) for name, value in values.items()
+            if name in own and is_link(own[name]) and value is not None}
+
+
+def _plain(value: Any) -> Any:
+    # The editor and the API twins may write one number as 4 or 4.0; the value, not its spelling, counts.
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    return value
+
+
+def _value(prompt: Mapping, value: Any, memo: dict, path: set, known: Mapping) -> Any:
     if not is_link(value):
-        # The editor and the API twins may write one number as 4 or 4.0; the value, not its spelling, counts.
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        return value
+        return _plain(value)
     source, output = value
-    return {"from": _node(prompt, source, memo, path), "output": output}
+    if (str(source), int(output)) in known:
+        return {"value": known[(str(source), int(output))]}
+    return {"from": _node(prompt, source, memo, path, known), "output": output}
 
 
-def _node(prompt: Mapping, node_id: str, memo: dict, path: set) -> Any:
+def _node(prompt: Mapping, node_id: str, memo: dict, path: set, known: Mapping) -> Any:
     if node_id in memo:
         return memo[node_id]
     node = prompt.get(node_id)
@@ -44,7 +65,7 @@ def _node(prompt: Mapping, node_id: str, memo: dict, path: set) -> Any:
     path = path | {node_id}
     inputs = node.get("inputs", {}) if isinstance(node.get("inputs"), Mapping) else {}
     signature = {"class_type": node.get("class_type"),
-                 "inputs": {k: _value(prompt, v, memo, path) for k, v in sorted(inputs.items())}}
+                 "inputs": {k: _value(prompt, v, memo, path, known) for k, v in sorted(inputs.items())}}
     memo[node_id] = signature
     return signature
 

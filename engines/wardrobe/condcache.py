@@ -11,9 +11,13 @@ numbers, strings, None) into its JSON metadata with ``{"$tensor": n}`` where ten
 patch, a hook object) cannot be stored and is refused by name, so a cache never silently drops part of a
 conditioning.
 
-Key = hash(prompt, reference images, the latent's shape(s), params, format version): a different prompt, picture,
-canvas or encoder (named in params) is a miss, never a stale hit. Tests fill the cache under the key the node
-computes (`conditioning_key` + `store_conditioning`), which is how CI runs the H3 workflow without the 26 B encoder.
+Key = hash(prompt, reference images, the latent's shape(s), the graph that produced the conditioning, format
+version): the node passes the signature of every node upstream of its conditioning input
+(`engines.common.prompt_graph.upstream_signature`: the text encoder's file, type and device, the VAE, the reference
+sizing, what feeds the canvas size...), so a different prompt, picture, canvas, encoder or encoder setting is a miss,
+never a stale hit, without anyone describing the encoder by hand. Tests fill the cache under the key the node
+computes (`conditioning_key` with that signature + `store_conditioning`), which is how CI runs the H3 workflow
+without the 26 B encoder.
 """
 from __future__ import annotations
 
@@ -23,9 +27,10 @@ import torch
 
 from ..common.cache import ContentCache, content_hash
 from ..common.errors import InputError
+from ..common.prompt_graph import evaluated_links, upstream_signature
 
 NAMESPACE = "conditioning"
-VERSION = 1
+VERSION = 2  # 2: keyed by the producing graph, not a hand-typed params string
 _TENSOR = "$tensor"
 
 
@@ -40,13 +45,32 @@ def latent_shapes(latent: Optional[dict]) -> list:
     return [list(p.shape) for p in parts]
 
 
-def conditioning_key(prompt: str, params: str, reference: Optional[torch.Tensor] = None,
+def conditioning_key(prompt: str, producer: Any = None, reference: Optional[torch.Tensor] = None,
                      shapes: Sequence = ()) -> str:
     """Cache key of the conditioning made from ``prompt`` (+ reference images) for a latent of ``shapes``
-    (`latent_shapes` of the LATENT it is made for)."""
+    (`latent_shapes` of the LATENT it is made for) by ``producer``: the signature of the graph feeding the
+    node's conditioning input (`upstream_signature`), None outside a workflow."""
     ref = reference.detach().float().cpu() if reference is not None else "no reference"
-    return content_hash("conditioning", VERSION, str(prompt), str(params), ref,
+    return content_hash("conditioning", VERSION, str(prompt), content_hash(producer), ref,
                         [[int(d) for d in shape] for shape in shapes])
+
+
+def node_key(graph: Any, node_id: Any, prompt: str, reference: Optional[torch.Tensor] = None,
+             shapes: Sequence = (), canvas: Optional[dict] = None) -> str:
+    """The key the Conditioning Cache node computes in the API prompt ``graph`` (ComfyUI's hidden prompt) as node
+    ``node_id``, from its evaluated inputs: ``prompt``, ``reference``, the latent's ``shapes`` (`latent_shapes`)
+    and ``canvas`` (``{"width": .., "height": .., "length": ..}``, the linked ones).
+
+    The producer is the signature of the graph feeding the node's conditioning input, in which a link that also
+    feeds one of the node's own evaluated inputs counts as the value it carried (the prompt text, the reference's
+    content, the canvas numbers): a new clip giving the same canvas is a hit, a picture replaced under the same
+    file name is a miss.
+    """
+    values = {"prompt": prompt, "reference": content_hash(reference) if reference is not None else None,
+              **(canvas or {})}
+    known = evaluated_links(graph, node_id, values)
+    producer = upstream_signature(graph, node_id, ("conditioning",), known)
+    return conditioning_key(prompt, producer, reference, shapes)
 
 
 def _flatten(value: Any, tensors: dict, path: str):

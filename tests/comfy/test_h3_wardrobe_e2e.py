@@ -154,6 +154,21 @@ def test_h3_models_loaded_completely_and_encoder_skipped(h3_run, comfy):
     print(f"wardrobe_minimax_h3 workflow: {h3_run['seconds']:.1f} s on the test server")
 
 
+def test_a_changed_encoder_setting_misses_the_conditioning_cache(h3_run, comfy):
+    """The H3 Prompt Cache's key covers every setting of the nodes feeding its conditioning (no hand-typed text):
+    another text-encoder device misses, so core's CLIPLoader runs and fails on the file that is not a text encoder,
+    and nothing is stored."""
+    from scripts.workflow_api import apply_overrides
+
+    entries = Path(comfy.models_dir) / "broadcast_cache" / "conditioning"
+    before = sorted(p.name for p in entries.iterdir())
+    changed = apply_overrides(h3_wardrobe.shipped_workflow(),
+                              dict(h3_run["overrides"], **{"H3 Text Encoder.device": "cpu"}), comfy.object_info())
+    error = comfy.run_error(changed)
+    assert error["node_type"] in ("CLIPLoader", "MiniMaxH3ReferenceToVideo"), error
+    assert sorted(p.name for p in entries.iterdir()) == before
+
+
 def test_older_core_says_once_that_the_h3_workflow_needs_a_newer_one(comfy):
     lines = [line for line in comfy.log_text().splitlines() if LOG_LINE in line]
     if _has_h3(comfy):

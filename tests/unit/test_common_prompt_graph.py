@@ -1,6 +1,6 @@
 """engines.common.prompt_graph: the signature of what feeds a node's inputs, for cache keys."""
 from engines.common.cache import content_hash
-from engines.common.prompt_graph import upstream_signature
+from engines.common.prompt_graph import evaluated_links, upstream_signature
 
 PROMPT = {
     "1": {"class_type": "BroadcastLoadVideo", "inputs": {"video": "a.mp4", "frame_cap": 0}},
@@ -50,3 +50,30 @@ def test_without_a_prompt_there_is_no_signature():
     assert upstream_signature(None, "4", ("masks",)) is None
     assert upstream_signature(PROMPT, None, ("masks",)) is None
     assert upstream_signature(PROMPT, "4", ("absent",)) == {}
+
+
+def test_a_link_whose_value_is_known_counts_as_that_value():
+    """A link the caller also received (its own evaluated input from the same output) is that value, wherever it
+    appears upstream: another source giving the same value gives the same signature, another value another one."""
+    prompt = {
+        "1": {"class_type": "BroadcastLoadVideo", "inputs": {"video": "a.mp4"}},
+        "2": {"class_type": "BroadcastSubjectCrop", "inputs": {"images": ["1", 0], "padding": 8}},
+        "3": {"class_type": "Encoder", "inputs": {"width": ["2", 3], "text": "hi", "clip": ["5", 0]}},
+        "5": {"class_type": "CLIPLoader", "inputs": {"clip_name": "te.safetensors"}},
+        "4": {"class_type": "Cache", "inputs": {"conditioning": ["3", 0], "width": ["2", 3], "mode": "x"}},
+    }
+
+    def key(p, width=96):
+        known = evaluated_links(p, "4", {"width": width, "mode": "x", "absent": 1})
+        return content_hash(upstream_signature(p, "4", ("conditioning",), known))
+
+    assert evaluated_links(prompt, "4", {"width": 96, "mode": "x"}) == {("2", 3): 96.0}  # widgets are no links
+    base = key(prompt)
+    other_clip = {**prompt, "1": {**prompt["1"], "inputs": {"video": "b.mp4"}}}
+    assert key(other_clip) == base and key(prompt, width=128) != base
+    unknown = content_hash(upstream_signature(prompt, "4", ("conditioning",)))
+    assert unknown != base
+    assert content_hash(upstream_signature(other_clip, "4", ("conditioning",))) != unknown   # the graph counts then
+    other_encoder = {**prompt, "5": {**prompt["5"], "inputs": {"clip_name": "te2.safetensors"}}}
+    assert key(other_encoder) != base
+    assert evaluated_links(None, "4", {"width": 96}) == {} and evaluated_links(prompt, "9", {"width": 96}) == {}
