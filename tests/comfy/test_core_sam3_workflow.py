@@ -13,7 +13,7 @@ import pytest
 
 from scripts.run_workflow import run
 from scripts.workflow_api import apply_overrides
-from tests.comfy.test_vace_wardrobe_e2e import _frames
+from tests.comfy.wardrobe_checks import tap_frames
 from tests.fixtures import core_sam3_wardrobe
 from tests.workflow_cases import case_for
 
@@ -35,7 +35,7 @@ def test_cached_masks_reach_the_outputs_exactly(sam3_run, comfy):
     prompt, _, entry = sam3_run
     truth = core_sam3_wardrobe.clip()
     for title, key in (("Garment Mask", "garment"), ("Hands Mask", "hands")):
-        frames = _frames(comfy, entry, _node(prompt, title))
+        frames = tap_frames(comfy, entry, _node(prompt, title))
         want = (truth[key].numpy() > 0.5).astype(np.uint8) * 255
         assert frames.shape[:3] == want.shape and np.array_equal(frames[..., 0], want), title
 

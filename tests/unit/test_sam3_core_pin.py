@@ -19,16 +19,14 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
 from engines.sam3.core_track import parse_groups, track_data_to_masks, unpack_bits
+from tests.fixtures import core_build
 
-PROBE = Path(__file__).resolve().parents[1] / "fixtures" / "core_sam3_probe.py"
 
 
 @pytest.fixture(scope="module")
@@ -45,10 +43,8 @@ def core(tmp_path_factory):
             masks[t, k, y:y + 9 + k, x:x + 7 + 2 * k] = True
     masks[0, 2] = False  # object 2 appears on frame 1
     torch.save({"masks": masks, "orig_size": [48, 80]}, tmp / "in.pt")
-    proc = subprocess.run([sys.executable, str(PROBE), "--comfyui", root, "--masks", str(tmp / "in.pt"),
-                           "--out", str(tmp / "out.pt"), "--tiny-loader", str(tmp / "tiny.json")],
-                          capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+    proc = core_build.run_in_core("core_sam3_probe", "--masks", str(tmp / "in.pt"), "--out", str(tmp / "out.pt"),
+                                  "--tiny-loader", str(tmp / "tiny.json"), timeout=600, capture=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return masks, torch.load(tmp / "out.pt", weights_only=True), json.loads((tmp / "tiny.json").read_text())
 

@@ -13,16 +13,14 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
 from engines.wardrobe import tokengrid as TG
+from tests.fixtures import core_build
 
-PROBE = Path(__file__).resolve().parents[1] / "fixtures" / "core_h3_probe.py"
 GRID = TG.PRESETS["minimax-h3"]
 # On the grid (5, 22: two clips), with frames the VAE drops (25: 3 past the last group; 17: 12 past it, more than a
 # group), and shorter than the latent covers (18: the VAE pads 18 -> 22).
@@ -55,8 +53,7 @@ def core_readback(tmp_path_factory):
     grid_masks = [TG.snap_to_grid(masks, GRID, T, h, w)]
     torch.save(grid_masks, tmp / "masks.pt")
     (tmp / "request.json").write_text(json.dumps({"lengths": LENGTHS, "masks": str(tmp / "masks.pt")}))
-    proc = subprocess.run([sys.executable, str(PROBE), "--comfyui", root, "--request", str(tmp / "request.json")],
-                          capture_output=True, text=True, timeout=900, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+    proc = core_build.run_in_core("core_h3_probe", "--request", str(tmp / "request.json"), timeout=900, capture=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1]), masks, grid_masks, (T, h, w)
 
