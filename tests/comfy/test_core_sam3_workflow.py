@@ -1,8 +1,11 @@
 """The shipped core-SAM3 mask workflow (core's SAM3_VideoTrack -> Broadcast Sam3 Track To Masks -> Mask Sequence
 Cache) on a core that has SAM3 (0.33.0), queued through the runner with its case's overrides.
 
-Core's SAM3 cannot be made small (tests/fixtures/core_sam3_wardrobe.py), so the masks come from the cache under the
-key the workflow computes; the checkpoint it names is not a model, so the run would fail had SAM3 been reached. What
+Core's SAM3 cannot be made small, blocked on core: its checkpoint loader reads only "SAM3.1" from the file
+(`comfy/model_detection.py`, `detect_unet_config`) and builds `SAM3Model`'s fixed 32-block, 1024-wide, 1008-px ViTDet,
+200-query detector and 1008-px `SAM31Tracker` (520 M parameters) plus a fixed 24-layer CLIP, so a tiny file fails
+with size mismatches (docs/sam3.md; pinned by tests/unit/test_sam3_core_pin.py::test_cores_loader_cannot_take_a_tiny_sam3).
+So the masks come from the cache under the key the workflow computes; the checkpoint it names is not a model, so the run would fail had SAM3 been reached. What
 this pins on the server: the workflow validates on core's real SAM3 schemas (the SAM3_TRACK_DATA links into the
 pack's adapter), its cache key covers the core segmenter's settings, and the masks reach its outputs exactly.
 """

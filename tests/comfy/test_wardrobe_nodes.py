@@ -87,6 +87,46 @@ def test_cache_hit_never_runs_the_segmenter_and_a_changed_setting_is_a_miss(comf
 
 
 
+def _conditioning_prompt(folder: str, text: str) -> dict:
+    return {
+        "1": {"class_type": "LoadTrainingDataset", "inputs": {"folder_name": folder}},
+        "2": {"class_type": "BroadcastConditioningCache",
+              "inputs": {"prompt": text, "conditioning": ["1", 1], "mode": "use cache"}},
+        "3": {"class_type": "PreviewAny", "inputs": {"source": ["2", 1]}},
+    }
+
+
+def test_conditioning_cache_key_follows_the_graph_upstream(comfy):
+    """The conditioning comes from core's LoadTrainingDataset (the tiny Wan fixture's shard; no model needed, on
+    either core). The key the node computes is `condcache.node_key` of the prompt being run; another dataset folder
+    upstream (no hand-typed key involved) is a miss, so the loader runs and fails on that folder's corrupt shard;
+    once an entry exists under that key, the corrupt loader is never evaluated."""
+    import shutil
+
+    from engines.common.cache import ContentCache
+    from engines.wardrobe import condcache
+    from tests.fixtures import tiny_wan
+
+    names = tiny_wan.install(comfy.models_dir, comfy.output_dir, datasets_dir=comfy.base_dir / "datasets")
+    good, bad = names["prompt_folder"], f"corrupt_prompt_{uuid.uuid4().hex[:8]}"
+    for root in (comfy.output_dir, comfy.base_dir / "datasets"):  # where 0.3.75 and 0.33.0 look
+        shutil.copytree(root / good, root / bad)
+        (root / bad / "shard_00000.pkl").write_bytes(b"not a shard")
+    text = f"conditioning-{uuid.uuid4().hex}"
+    store = ContentCache(comfy.models_dir / "broadcast_cache")
+    prompt = _conditioning_prompt(good, text)
+    key = condcache.node_key(prompt, "2", text)
+    assert not condcache.has_conditioning(store, key)
+    comfy.run(prompt)  # miss: the loader runs, its conditioning is stored under the key computed here
+    stored = condcache.load_conditioning(store, key)
+    assert stored is not None and stored[0][0].shape[-1] == tiny_wan.TEXT_DIM
+    changed = _conditioning_prompt(bad, text)
+    err = comfy.run_error(changed)
+    assert err["node_id"] == "1", err
+    condcache.store_conditioning(store, condcache.node_key(changed, "2", text), stored)
+    comfy.run(changed)  # hit: the corrupt loader is wired but never evaluated
+
+
 def _box_crop_graph(video: str, frame_cap: int, padding: int) -> dict:
     """Load the sample clip, mask a 64 px square at (96, 200) of its 256x448 frames, crop around it (feather 16)."""
     return {
