@@ -432,13 +432,8 @@ class BroadcastConditioningCache(io.ComfyNode):
     @classmethod
     def execute(cls, prompt, mode, conditioning=None, reference=None, latent=None, **canvas) -> io.NodeOutput:
         key = cls._key(prompt, reference, latent, **canvas)
-        store = cache()
-        loaded = condcache.load_conditioning(store, key) if mode != "refresh" else None
-        if loaded is None:
-            if conditioning is None:
-                raise InputError("conditioning", "a conditioning to store (the cache entry is missing or "
-                                 "unreadable)", "nothing", "Queue the workflow again: the encoder will run this time.")
-            loaded = condcache.store_conditioning(store, key, conditioning, {"prompt": prompt})
+        loaded = condcache.conditioning_for(cache(), key, conditioning, refresh=mode == "refresh",
+                                            meta={"prompt": prompt})
         return io.NodeOutput(loaded, key)
 
 

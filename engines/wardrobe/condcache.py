@@ -143,3 +143,16 @@ def load_conditioning(cache: ContentCache, key: str) -> Optional[list]:
 
 def has_conditioning(cache: ContentCache, key: str) -> bool:
     return load_conditioning(cache, key) is not None
+
+
+def conditioning_for(cache: ContentCache, key: str, given: Any = None, refresh: bool = False,
+                     meta: Optional[dict] = None) -> list:
+    """The Conditioning Cache node's job: the entry under ``key``, or ``given`` (the evaluated conditioning input,
+    None when it was not evaluated) stored on a miss and returned as stored."""
+    loaded = None if refresh else load_conditioning(cache, key)
+    if loaded is None:
+        if given is None:
+            raise InputError("conditioning", "a conditioning to store (the cache entry is missing or unreadable)",
+                             "nothing", "Queue the workflow again: the encoder will run this time.")
+        loaded = store_conditioning(cache, key, given, meta)
+    return loaded

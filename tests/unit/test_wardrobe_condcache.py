@@ -141,3 +141,17 @@ def test_corrupt_entry_is_a_miss(tmp_path):
     (store.entry_path(CC.NAMESPACE, "k") / "tensors.safetensors").write_bytes(b"garbage")
     assert CC.load_conditioning(store, "k") is None
     assert not store.entry_path(CC.NAMESPACE, "k").exists()
+
+
+def test_conditioning_for_hits_stores_refreshes_and_names_a_missing_input(tmp_path):
+    store = ContentCache(tmp_path)
+    cond = _h3_like()
+    with pytest.raises(InputError, match="conditioning: expected a conditioning to store"):
+        CC.conditioning_for(store, "k", None)
+    first = CC.conditioning_for(store, "k", cond, meta={"prompt": "p"})
+    assert torch.equal(first[0][0], cond[0][0])
+    assert torch.equal(CC.conditioning_for(store, "k", None)[0][0], cond[0][0])  # a hit needs no input
+    other = [[cond[0][0] + 1, dict(cond[0][1])]]
+    assert torch.equal(CC.conditioning_for(store, "k", other)[0][0], cond[0][0])  # the stored one wins
+    assert torch.equal(CC.conditioning_for(store, "k", other, refresh=True)[0][0], other[0][0])
+    assert torch.equal(CC.load_conditioning(store, "k")[0][0], other[0][0])
