@@ -26,6 +26,18 @@ CACHE_FOLDER = "broadcast_cache"          # content-hash cache: mask sequences, 
 TRT_FOLDER = "broadcast_tensorrt"         # built TensorRT engines (keyed by GPU, versions and shapes)
 
 
+def with_audio_player(shown, audio, node_cls) -> dict:
+    """The node's UI output `shown` (a core ui object, a dict or None) plus a player of `audio` (ComfyUI's AUDIO;
+    None adds nothing): every AUDIO a pack node outputs can be heard in its node (web/js/broadcast_media.js draws
+    the player from the "audio" entry, as the editor does for core's Preview Audio)."""
+    from comfy_api.latest import ui
+
+    out = dict(shown.as_dict() if hasattr(shown, "as_dict") else (shown or {}))
+    if audio is not None:
+        out.update(ui.PreviewAudio(audio, cls=node_cls).as_dict())
+    return out
+
+
 def category(family: str) -> str:
     """The node-library category of a family's nodes (each nodes module keeps it as CATEGORY)."""
     return f"{CATEGORY_ROOT}/{family}"

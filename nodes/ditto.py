@@ -368,17 +368,19 @@ class BroadcastDittoRender(io.ComfyNode):
             # The pipeline is made ready when the export pulls the frames (the networks may have moved since).
             frames = FrameStream(lambda: ditto_model.ready_for(int(batch_size))[0].render(
                 avatar, motion, settings, comfy_bridge.progress(n)), n, motion.fps, "Ditto Render")
-            return io.NodeOutput(None, audio, "", frames,
-                                 ui=ui.PreviewText(f"{n} frames at {motion.fps:g} fps, rendered as Export Video "
-                                                   f"encodes them"))
+            return io.NodeOutput(None, audio, "", frames, ui=comfy_bridge.with_audio_player(
+                ui.PreviewText(f"{n} frames at {motion.fps:g} fps, rendered as Export Video encodes them"), audio,
+                cls))
         pipeline, _ = ditto_model.ready_for(int(batch_size))
         progress = comfy_bridge.progress(n)
         if not stream_to_file:
             return io.NodeOutput(pipeline.render_frames(avatar, motion, settings, progress), audio, "", None,
-                                 ui=ui.PreviewText("\n".join(ditto_model.summary)))
+                                 ui=comfy_bridge.with_audio_player(ui.PreviewText("\n".join(ditto_model.summary)),
+                                                                   audio, cls))
         video = stream_video(cls, pipeline.render(avatar, motion, settings, progress), motion.fps, filename_prefix,
                              audio)
-        return io.NodeOutput(video.last_frame, audio, video.path, None, ui=video.ui)
+        return io.NodeOutput(video.last_frame, audio, video.path, None,
+                             ui=comfy_bridge.with_audio_player(video.ui, audio, cls))
 
 
 NODES = [BroadcastDittoLoader, BroadcastDittoAvatar, BroadcastDittoAudioFeatures, BroadcastDittoMotion,

@@ -187,7 +187,8 @@ class BroadcastLoadVideo(io.ComfyNode):
         clip = load_clip(folder_paths.get_annotated_filepath(video), video, frame_cap=int(frame_cap),
                          skip_frames=int(skip_first_frames), target_fps=float(target_fps),
                          progress=comfy_bridge.progress(1), input_name="video")
-        return io.NodeOutput(clip.images, clip.audio, clip.fps, clip.frame_count)
+        return io.NodeOutput(clip.images, clip.audio, clip.fps, clip.frame_count,
+                             ui=comfy_bridge.with_audio_player(None, clip.audio, cls))
 
 
 class BroadcastLoadAudio(io.ComfyNode):

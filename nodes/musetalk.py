@@ -403,22 +403,24 @@ class BroadcastMuseTalkLipSync(io.ComfyNode):
                                       progress=comfy_bridge.progress(1), stats=stats)
 
             frames = FrameStream(render, frame_count(audio, settings, avatar), out_fps, "MuseTalk Lip Sync")
-            return io.NodeOutput(None, audio, out_fps, "", frames,
-                                 ui=ui.PreviewText(f"{len(frames)} frames at {out_fps:g} fps, rendered as Export "
-                                                   f"Video encodes them"))
+            return io.NodeOutput(None, audio, out_fps, "", frames, ui=comfy_bridge.with_audio_player(
+                ui.PreviewText(f"{len(frames)} frames at {out_fps:g} fps, rendered as Export Video encodes them"),
+                audio, cls))
         nets, device = musetalk_model.ready_for(settings.batch_size)
         if not stream_to_file:
             frames = lipsync(nets, avatar, audio, settings, device=device, progress=comfy_bridge.progress(1),
                              stats=stats)
             log.info("Broadcast MuseTalk Lip Sync: %s", stats.summary())
             text = "\n".join([stats.summary(), *musetalk_model.summary])    # what ran, and on which backend
-            return io.NodeOutput(frames, audio, out_fps, "", None, ui=ui.PreviewText(text))
+            return io.NodeOutput(frames, audio, out_fps, "", None,
+                                 ui=comfy_bridge.with_audio_player(ui.PreviewText(text), audio, cls))
         chunks = lipsync_chunks(nets, avatar, audio, settings, device=device, progress=comfy_bridge.progress(1),
                                 stats=stats)
         video = stream_video(cls, chunks, out_fps, filename_prefix, audio)
         log.info("Broadcast MuseTalk Lip Sync: %s", stats.summary())
         video.ui["text"] = [*video.ui.get("text", []), stats.summary()]
-        return io.NodeOutput(video.last_frame, audio, out_fps, video.path, None, ui=video.ui)
+        return io.NodeOutput(video.last_frame, audio, out_fps, video.path, None,
+                             ui=comfy_bridge.with_audio_player(video.ui, audio, cls))
 
 
 NODES = [BroadcastMuseTalkLoader, BroadcastFaceTrack, BroadcastMuseTalkAvatar, BroadcastMuseTalkLipSync]

@@ -18,7 +18,7 @@ from ..engines.omnivoice import speak as ov_speak
 from ..engines.omnivoice.normalize import NormalizeSettings
 from ..engines.omnivoice.text import MAX_WORDS, prepare_text
 from . import core_features, types
-from .comfy_bridge import ManagedModel, cache, category, model_dir, model_names, progress
+from .comfy_bridge import ManagedModel, cache, category, model_dir, model_names, progress, with_audio_player
 from .inputs import PRECISIONS, resolve_precision, validate
 from .tts_common import WHISPER_NONE, transcribe_reference, voices_dir, whisper_names
 
@@ -367,7 +367,8 @@ class BroadcastOmniVoiceDialogue(io.ComfyNode):
         result = dialogue.speak_dialogue(loaded, turns, voices, language, settings, prepare, max_sub_batch,
                                          level_match, progress(1))
         spans = [{"speaker": s, "start": a, "end": b, "clauses": n} for s, a, b, n in result.turns]
-        return io.NodeOutput(make_audio(result.samples, result.sample_rate), json.dumps(spans, indent=1))
+        audio = make_audio(result.samples, result.sample_rate)
+        return io.NodeOutput(audio, json.dumps(spans, indent=1), ui=with_audio_player(None, audio, cls))
 
 
 NODES = [BroadcastOmniVoiceLoader, BroadcastVoicePrompt, BroadcastOmniVoiceSpeak, BroadcastVoiceMorph,

@@ -253,6 +253,8 @@ def test_voice_design_morph_and_dialogue(tiny):
     history = tiny.run(dialogue, timeout=600)
     turns = json.loads(history["outputs"]["4"]["text"][0])
     assert [t["speaker"] for t in turns] == ["anchor", "correspondent", "anchor"]
+    audio, rate = sf.read(_audio_file(tiny, history, "2"))          # the dialogue's own player
+    assert rate == 24000 and audio.size > 0
     report = json.loads(history["outputs"]["5"]["text"][0])
     assert report["target_reached"] and report["output_true_peak_db"] <= -1.0
 
