@@ -177,9 +177,3 @@ NOTES: dict[str, str] = {
         "Expect: the re-dressed loop with the source audio.\n"
         "Time: minutes on a large GPU."),
 }
-
-
-
-def template_title(stem: str) -> str:
-    """The file name the template browser shows: position, then the stem in words."""
-    return f"{ORDER.index(stem) + 1:02d} {stem.replace('_', ' ')}"
