@@ -99,7 +99,7 @@ _UNKNOWN = object()
 
 def _identified(prompt: Mapping, value: Any, identify, memo: dict, path: set) -> Any:
     if not is_link(value):
-        return _value(prompt, value, {}, set())
+        return _value(prompt, value, {}, set(), {})
     source, output = value
     if source in memo:
         node_sig = memo[source]
