@@ -141,11 +141,25 @@ def report_cache() -> None:
 MEMORY_ROUTE = "/broadcast_avatar/memory"
 
 
-def memory_report() -> dict:
+def memory_report(trim: bool = False) -> dict:
     """What this server holds: host RSS of the process, the models in ComfyUI's model management (loaded on a
-    device) and the pack's model handles still alive (loader outputs ComfyUI keeps in its cache)."""
+    device) and the pack's model handles still alive (loader outputs ComfyUI keeps in its cache).
+
+    `trim`: first collect garbage and hand free heap pages back to the OS (glibc's malloc_trim, where there is
+    one), so RSS counts what is alive rather than what the allocator kept for later."""
     import comfy.model_management as mm
     import psutil
+
+    if trim:
+        import ctypes
+        import ctypes.util
+        import gc
+
+        gc.collect()
+        try:
+            ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim(0)
+        except (OSError, AttributeError):  # not glibc (macOS, Windows, musl): RSS as it is
+            pass
 
     loaded = []
     for lm in list(mm.current_loaded_models):
@@ -158,8 +172,8 @@ def memory_report() -> dict:
 
 
 def register_routes() -> None:
-    """GET /broadcast_avatar/memory: `memory_report()` as JSON (the memory test and anyone watching a server use
-    it; POST /free {"unload_models": true} is core's way to unload)."""
+    """GET /broadcast_avatar/memory[?trim=1]: `memory_report()` as JSON (the memory test and anyone watching a server
+    use it; POST /free {"unload_models": true} is core's way to unload)."""
     import logging
 
     try:
@@ -173,7 +187,7 @@ def register_routes() -> None:
 
     @routes.get(MEMORY_ROUTE)
     async def _memory(request):
-        return web.json_response(memory_report())
+        return web.json_response(memory_report(trim=request.query.get("trim") in ("1", "true")))
 
 
 def output_dir() -> Path:
