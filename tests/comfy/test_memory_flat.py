@@ -16,8 +16,8 @@ allocator's high-water marks do not count), the models in ComfyUI's model manage
 handles.
 
 Checked, per family:
-- RSS growth after the warm-up (the first `WARMUP` runs) stays under `RSS_BOUND`, over the rest of the runs and over
-  the second half alone; printed beside it is what a leak of one run's decoded frames and samples would add over the
+- RSS after the warm-up (the first `WARMUP` runs) stays within `RSS_BOUND` of its peak during the warm-up, and RSS in
+  the second half within it of its peak in the first; printed beside it is what a leak of one run's decoded frames and samples would add over the
   runs measured;
 - loaded models and live model handles never exceed their number after the warm-up;
 - POST /free with ``unload_models`` leaves no model loaded in ComfyUI's model management, and with ``free_memory``
@@ -170,11 +170,13 @@ def test_memory_flat_over_repeated_runs(family, classic):
         leak = max(leak, _decoded_bytes(comfy, prompt))
 
     measured = RUNS - WARMUP
-    growth = max(rss[WARMUP:]) - rss[WARMUP - 1]
-    second_half = max(rss[RUNS // 2:]) - rss[RUNS // 2 - 1]
+    # Against the highest RSS before: allocator and library caches settle in the first runs (a dip there is no
+    # baseline); a leak grows past any earlier peak with every run.
+    growth = max(rss[WARMUP:]) - max(rss[:WARMUP])
+    second_half = max(rss[RUNS // 2:]) - max(rss[:RUNS // 2])
     mib = 1 << 20
-    print(f"\n[memory] {family} ({stem}): {RUNS} runs in {sum(seconds):.1f} s; RSS after warm-up "
-          f"{rss[WARMUP - 1] / mib:.1f} MiB, growth over the next {measured} runs {growth / mib:+.1f} MiB "
+    print(f"\n[memory] {family} ({stem}): {RUNS} runs in {sum(seconds):.1f} s; RSS peak in the warm-up "
+          f"{max(rss[:WARMUP]) / mib:.1f} MiB, growth over the next {measured} runs {growth / mib:+.1f} MiB "
           f"(second half {second_half / mib:+.1f} MiB; bound {RSS_BOUND / mib:.0f} MiB; a leak of one run's inputs "
           f"would add {leak * measured / mib:.1f} MiB); loaded models {loaded}; live pack models {handles}; "
           f"RSS per run (MiB) {[round(r / mib, 1) for r in rss]}")
