@@ -10,7 +10,8 @@
 2. pipelined vs sequential wall time for a 10 s MuseTalk clip on the tiny models (see ``engines/musetalk/lipsync.py``):
    the pipelined wall against the slowest stage timed alone (in the sequential run).
 
-    bash scripts/bench.sh accel                # full size; ~15 min on an idle 2-core CPU, far longer under load
+    bash scripts/bench.sh accel                # full size (not yet timed on an idle machine; hours under load:
+                                               # split it with --nets, see docs/accel.md)
     bash scripts/bench.sh accel --quick        # tiny networks: a smoke run of the script itself
     bash scripts/bench.sh accel --only musetalk --variants "eager fp32,onnxruntime fp32" --ort-threads 2
 
@@ -124,22 +125,30 @@ def call(runner, inputs):
         return as_tuple(runner(*inputs))
 
 
+def failed(m: Measured, exc: Exception) -> None:
+    """A variant whose call fails (compile is lazy: its errors come at the first call) becomes a row saying why."""
+    msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    m.error = f"not run: failed with {type(exc).__name__}: {msg}"[:160]
+    m.runner = None
+    print(f"  {m.label}: {m.error}", flush=True)
+
+
 def bench_network(net, labels, batches, rounds: int, cache: ContentCache, ort_threads, budget,
                   one_at_a_time: bool = False) -> list:
     """Build every variant of `net`, warm each up, then time them interleaved: round by round, batch by batch.
     `one_at_a_time`: each variant built, timed and freed before the next (memory: the full UNet in fp32 is 3.4 GB
     and its ONNX Runtime session as much again), eager fp32 first; not interleaved."""
+    inputs = {b: net.example(b) for b in batches}       # the same inputs for every variant (parity)
     if one_at_a_time:
         done, refs = [], None
         for label in labels:
-            done += _bench_variants(net, [label], batches, rounds, cache, ort_threads, budget, refs)
+            done += _bench_variants(net, inputs, [label], batches, rounds, cache, ort_threads, budget, refs)
             refs = done[0].refs if done and done[0].label == BASELINE else refs
         return done
-    return _bench_variants(net, labels, batches, rounds, cache, ort_threads, budget, None)
+    return _bench_variants(net, inputs, labels, batches, rounds, cache, ort_threads, budget, None)
 
 
-def _bench_variants(net, labels, batches, rounds, cache, ort_threads, budget, refs) -> list:
-    inputs = {b: net.example(b) for b in batches}
+def _bench_variants(net, inputs, labels, batches, rounds, cache, ort_threads, budget, refs) -> list:
     built = {}
     # ONNX Runtime first: its export holds a second copy of the graph's weights for a while, so it runs before
     # the bf16 copy exists (the full UNet is 3.4 GB in fp32)
@@ -161,26 +170,38 @@ def _bench_variants(net, labels, batches, rounds, cache, ort_threads, budget, re
                 if budget.spent():
                     continue                          # not warmed up at this batch: not timed there either
                 t = time.perf_counter()
-                call(m.runner, inputs[b])
+                try:
+                    call(m.runner, inputs[b])
+                except Exception as exc:
+                    failed(m, exc)
+                    continue
                 print(f"  {net.name}: {m.label} warm-up at batch {b}: {time.perf_counter() - t:.1f} s", flush=True)
             warm.add((m.label, b))
+        live = [m for m in live if m.runner is not None]
     refs = dict(refs or {})
     for r in range(rounds):
         for b in batches:
             for m in live:
                 if (m.label, b) not in warm or (budget.spent() and m.times.get(b)):
                     continue                              # over budget: at least one timed call per warm cell
-                with PeakRSS() as mem:
-                    t = time.perf_counter()
-                    out = call(m.runner, inputs[b])
-                    dt = time.perf_counter() - t
+                if m.runner is None:
+                    continue
+                try:
+                    with PeakRSS() as mem:
+                        t = time.perf_counter()
+                        out = call(m.runner, inputs[b])
+                        dt = time.perf_counter() - t
+                except Exception as exc:
+                    failed(m, exc)
+                    continue
                 m.times.setdefault(b, []).append(dt)
                 m.peak_mb[b] = max(m.peak_mb.get(b, 0.0), mem.extra_mb)
                 if m.label == BASELINE and b not in refs:
                     refs[b] = out
                 if b in refs and b not in m.cos:
                     m.cos[b] = min(cosine(o, ref) for o, ref in zip(out, refs[b]))
-                print(f"  {net.name}: round {r + 1} batch {b} {m.label}: {dt * 1000:.0f} ms", flush=True)
+                print(f"  {net.name}: round {r + 1} batch {b} {m.label}: {dt * 1000:.0f} ms"
+                      f"{f', cos {m.cos[b]:.6f} vs eager fp32' if b in m.cos else ''}", flush=True)
     for m in variants:
         m.runner = None
         m.refs = refs if m.label == BASELINE else None
@@ -300,6 +321,7 @@ def main() -> None:
     ap.add_argument("--one-at-a-time", action="store_true",
                     help="build, time and free each variant in turn (less memory; not interleaved)")
     ap.add_argument("--cache", default=None, help="keep the ONNX exports in this folder (default: a temporary one)")
+    ap.add_argument("--threads", type=int, default=None, help="torch's intra-op threads (default: its own)")
     ap.add_argument("--ort-threads", type=int, default=None, help="ONNX Runtime intra-op threads (default: its own)")
     ap.add_argument("--budget-min", type=float, default=None,
                     help="stop building and re-timing after this many minutes (every built cell keeps one timed "
@@ -314,6 +336,8 @@ def main() -> None:
     if BASELINE not in labels:
         labels.insert(0, BASELINE)
     names = {n.strip() for n in args.nets.split(",") if n.strip()} if args.nets else None
+    if args.threads:
+        torch.set_num_threads(args.threads)
     budget = Budget(args.budget_min)
     started = time.perf_counter()
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} CPUs, load average "

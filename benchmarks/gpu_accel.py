@@ -11,7 +11,8 @@ the reason; it is pure Python, so its wheel can be carried (``pip download --no-
 Designed to finish in under 8 minutes on an H200 (torch.compile of the UNet is the longest step).
 
     python benchmarks/gpu_accel.py                        # CUDA, full size
-    python benchmarks/gpu_accel.py --device cpu --quick   # the script itself, end to end, on a CPU (tiny networks)
+    python benchmarks/gpu_accel.py --device cpu --quick   # the script itself, end to end, on a CPU (tiny networks;
+                                                          # torch.compile through aot_eager there, see --compiler)
 """
 from __future__ import annotations
 
@@ -62,7 +63,7 @@ def timed(fn, device, repeats):
     return statistics.median(times)
 
 
-def run_group(title, nets, device, batches, repeats, cache, engine_root, rows):
+def run_group(title, nets, device, batches, repeats, cache, engine_root, rows, compiler="inductor"):
     inputs = {b: [net.example(b) for net in nets] for b in batches}
     for net in nets:
         net.module.to(device, torch.float32)
@@ -74,8 +75,8 @@ def run_group(title, nets, device, batches, repeats, cache, engine_root, rows):
         for net in nets:
             net.module.to(device, dtype)
         t0 = time.perf_counter()
-        runners = [accelerate(net, backend, BuildOptions(batches=tuple(batches), cache=cache,
-                                                         engine_root=engine_root, parity=False)) for net in nets]
+        runners = [accelerate(net, backend, BuildOptions(batches=tuple(batches), cache=cache, engine_root=engine_root,
+                                                         parity=False, compiler=compiler)) for net in nets]
         build = time.perf_counter() - t0
         fell_back = [r.fallbacks[0] for r in runners if r.backend != backend and r.fallbacks]
         if fell_back:
@@ -85,8 +86,13 @@ def run_group(title, nets, device, batches, repeats, cache, engine_root, rows):
             def call():
                 with torch.inference_mode():
                     return [as_tuple(r(*x)) for r, x in zip(runners, inputs[b])]
-            t = timed(call, device, repeats)
-            outs = call()
+            try:
+                t = timed(call, device, repeats)
+                outs = call()
+            except Exception as exc:          # compile is lazy: its failures come at the first call (a named row)
+                msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+                rows.append((title, label, b, f"not run: failed with {type(exc).__name__}: {msg}"[:150], "", "", ""))
+                break
             cos = min(cosine(o, r) for out, ref in zip(outs, refs[b]) for o, r in zip(out, ref))
             base.setdefault(b, t)              # the first variant (eager in low precision) is the baseline
             rows.append((title, label, b, f"{t * 1000:.1f}", f"{b / t:.1f}", f"{base[b] / t:.2f}x", f"{cos:.6f}"))
@@ -104,26 +110,37 @@ def main():
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--quick", action="store_true", help="tiny networks, batch 1 and 2 (a smoke run)")
     ap.add_argument("--repeats", type=int, default=None)
+    ap.add_argument("--threads", type=int, default=None,
+                    help="torch's CPU threads (default: its own; 1 with --device cpu --quick: on a loaded machine "
+                         "two threads syncing on every tiny op ran 50x slower than one)")
+    ap.add_argument("--compiler", default=None,
+                    help="torch.compile's backend (default inductor; on the CPU with --quick aot_eager: inductor's CPU "
+                         "C++ build is not the GPU's Triton path and takes tens of minutes on a loaded 2-core machine)")
     args = ap.parse_args()
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
         sys.exit("no CUDA device: run with --device cpu --quick for a smoke run")
     batches = (1, 2) if args.quick else (1, 4)
+    compiler = args.compiler or ("aot_eager" if args.quick and device.type == "cpu" else "inductor")
+    threads = args.threads or (1 if args.quick and device.type == "cpu" else None)
+    if threads:
+        torch.set_num_threads(threads)
     repeats = args.repeats or (2 if args.quick else 10)
     where = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
-    print(f"torch {torch.__version__} on {where}; {'tiny' if args.quick else 'full-size'} networks, random weights")
+    print(f"torch {torch.__version__} on {where}; {'tiny' if args.quick else 'full-size'} networks, random weights; "
+          f"torch.compile backend {compiler}; {torch.get_num_threads()} CPU threads")
     rows = []
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="gpu-accel-") as tmp:
         cache, engines = ContentCache(Path(tmp) / "onnx"), Path(tmp) / "broadcast_tensorrt"
         try:
             run_group("MuseTalk UNet + VAE", musetalk_networks(args.quick), device, batches, repeats, cache,
-                      engines, rows)
+                      engines, rows, compiler)
         except ImportError as exc:
             rows.append(("MuseTalk UNet + VAE", "all", "-", f"skipped: {exc} (carry the diffusers wheel)", "", "",
                          ""))
         run_group("Ditto warp + decoder", ditto_networks(args.quick), device, batches, repeats, cache, engines,
-                  rows)
+                  rows, compiler)
     header = ("networks", "backend", "batch", "ms/call", "frames/s", "vs eager low-precision", "cos vs eager fp32")
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     line = " | ".join(h.ljust(w) for h, w in zip(header, widths))

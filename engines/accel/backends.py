@@ -31,8 +31,10 @@ log = logging.getLogger("broadcast_avatar.accel")
 
 BACKENDS = ("auto", "eager", "compile", "cudagraphs", "onnxruntime", "tensorrt")
 # Fastest first. CUDA: the posts' order (TensorRT, then graph-captured eager), to be confirmed by
-# benchmarks/gpu_accel.py. CPU: eager until benchmarks/bench_accel.py shows another backend faster at full size on
-# the machine (docs/accel.md); onnxruntime and compile stay one explicit choice away.
+# benchmarks/gpu_accel.py (it prints the fastest per group beside this order). CPU: eager, measured on 2026-12-01
+# (docs/accel.md): with one thread each, eager beat ONNX Runtime 2.3x on MuseTalk's VAE; ORT's lead with two
+# threads came from the machine's load (eager's OpenMP barriers), and at batch 1 it was slower on Ditto's warp.
+# onnxruntime and compile stay one explicit choice away.
 AUTO_ORDER = {"cuda": ("tensorrt", "cudagraphs", "eager"), "cpu": ("eager",)}
 PARITY_MIN = 0.999
 
