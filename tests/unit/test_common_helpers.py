@@ -1,11 +1,11 @@
 """engines/common: the IMAGE-batch check, the precision vocabulary and its auto policy, the loop-mode vocabulary,
-and collecting a renderer's chunks."""
+collecting a renderer's chunks and handing them on unrendered (FrameStream)."""
 import numpy as np
 import pytest
 import torch
 
 from engines.common.errors import InputError
-from engines.common.frames import collect_frames
+from engines.common.frames import FrameStream, collect_frames
 from engines.common.images import ANY_CHANNELS, RGB, check_image_batch
 from engines.common.loop_modes import LOOP_MODES, loop_index, loop_mode_name
 from engines.common.precision import auto_precision, dtype_for, precision_name
@@ -60,3 +60,28 @@ def test_collect_frames_checks_the_announced_count():
         collect_frames(iter(chunks[:1]), 3, (3, 4, 3), torch.float32)
     with pytest.raises(RuntimeError, match="more than"):
         collect_frames(iter(chunks), 2, (3, 4, 3), torch.float32)
+
+
+def test_frame_stream_checks_in_the_node_and_renders_anew_on_each_iteration():
+    calls = []
+
+    def make():
+        calls.append(len(calls))
+
+        def chunks():
+            for k in range(3):
+                yield torch.full((2, 4, 5, 3), float(len(calls) * 10 + k))
+        return chunks()
+
+    stream = FrameStream(make, frames=6, fps=25.0, source="test")
+    assert calls == [0] and len(stream) == 6 and stream.fps == 25.0      # made once where the stream is made
+    first = torch.cat(list(stream))
+    assert calls == [0] and first.shape == (6, 4, 5, 3) and first[0, 0, 0, 0] == 10.0
+    again = torch.cat(list(stream))                                       # a second export renders again
+    assert calls == [0, 1] and again[0, 0, 0, 0] == 20.0
+
+    def refuse():
+        raise InputError("motion", "a motion sequence made for this avatar", "another avatar's")
+
+    with pytest.raises(InputError, match="motion: expected a motion sequence made for this avatar"):
+        FrameStream(refuse, frames=1, fps=25.0)                            # refused by the renderer's node
