@@ -31,10 +31,10 @@ log = logging.getLogger("broadcast_avatar.accel")
 
 BACKENDS = ("auto", "eager", "compile", "cudagraphs", "onnxruntime", "tensorrt")
 # Fastest first. CUDA: the posts' order (TensorRT, then graph-captured eager), to be confirmed by
-# benchmarks/gpu_accel.py (it prints the fastest per group beside this order). CPU: eager, measured on 2026-12-01
-# (docs/accel.md): with one thread each, eager beat ONNX Runtime 2.3x on MuseTalk's VAE; ORT's lead with two
-# threads came from the machine's load (eager's OpenMP barriers), and at batch 1 it was slower on Ditto's warp.
-# onnxruntime and compile stay one explicit choice away.
+# benchmarks/gpu_accel.py (it prints the fastest per group beside this order). CPU: eager. Measured on 2026-12-01
+# (docs/accel.md), one thread each: ONNX Runtime 4.65x eager on MuseTalk's UNet, 0.43x on its VAE, slower at batch
+# 1 on Ditto's warp: the fastest CPU order is per network, which one order per device cannot express yet (the
+# next step); onnxruntime and compile stay one explicit choice away.
 AUTO_ORDER = {"cuda": ("tensorrt", "cudagraphs", "eager"), "cpu": ("eager",)}
 PARITY_MIN = 0.999
 
