@@ -21,12 +21,16 @@ import numpy as np
 from ..common.audio import check_audio, resample
 from ..common.errors import InputError
 
-AAC_RATES = (96000, 88200, 64000, 48000, 44100, 32000, 24000, 22050, 16000, 12000, 11025, 8000, 7350)
+# The soundtrack is always AAC at 48 kHz, whatever rate the AUDIO comes at (OmniVoice speaks at 24 kHz, a voice clip
+# may be 44.1 kHz): 48 kHz is the broadcast and streaming delivery rate (EBU R128 / the QC node's default), so the
+# pack resamples instead of asking the user to wire a resampler. AAC could store the other rates; a delivery should
+# not.
+DELIVERY_RATE = 48000
 
 
 @dataclass(frozen=True)
 class AudioTrack:
-    """`samples` float32 `[channels, samples]` (1 or 2 channels) at `sample_rate`, a rate AAC can store."""
+    """`samples` float32 `[channels, samples]` (1 or 2 channels) at `sample_rate` (always `DELIVERY_RATE`)."""
 
     samples: np.ndarray
     sample_rate: int
@@ -62,8 +66,8 @@ class AudioTrack:
         if wave.shape[0] > 2:  # AAC in MP4 could carry 5.1, but players and the preview expect mono/stereo
             wave = torch.stack((wave[0::2].mean(0), wave[1::2].mean(0)))
         sr = int(sample_rate)
-        if sr not in AAC_RATES:
-            wave, sr = resample(wave, sr, 48000), 48000
+        if sr != DELIVERY_RATE:
+            wave, sr = resample(wave, sr, DELIVERY_RATE), DELIVERY_RATE
         wave = torch.nan_to_num(wave, nan=0.0).clamp_(-1.0, 1.0)
         return cls(np.ascontiguousarray(wave.numpy()), sr)
 

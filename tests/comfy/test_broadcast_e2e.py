@@ -133,7 +133,7 @@ def test_ditto_broadcast(comfy):
 
 @pytest.mark.parametrize("rate", [44100])
 def test_every_consumer_takes_speech_at_any_rate(comfy, rate):
-    """A voice clip at 44.1 kHz (OmniVoice works at 24 kHz, Whisper at 16 kHz, AAC at 24 or 48 kHz) needs no
+    """A voice clip at 44.1 kHz (OmniVoice works at 24 kHz, Whisper at 16 kHz, the MP4's AAC at 48 kHz) needs no
     wiring: each node resamples what it is given."""
     import soundfile
 

@@ -59,7 +59,7 @@ def test_audio_is_interleaved_not_appended(tmp_path):
     assert kinds.index("audio") < len(kinds) - 1 - kinds[::-1].index("video")
 
 
-@pytest.mark.parametrize("rate, channels, want_rate", [(24000, 1, 24000), (44100, 2, 44100), (37000, 2, 48000)])
+@pytest.mark.parametrize("rate, channels, want_rate", [(24000, 1, 48000), (44100, 2, 48000), (37000, 2, 48000), (48000, 1, 48000)])
 def test_audio_rates_and_layouts(tmp_path, rate, channels, want_rate):
     track = AudioTrack.from_comfy({"waveform": torch.from_numpy(tone(1.0, rate, channels))[None],
                                    "sample_rate": rate})
