@@ -218,9 +218,13 @@ def _node_inputs(node: dict, object_info: dict, source) -> dict:
     specs = input_specs(object_info, node["type"])
     uploads_after = sum(1 for spec in specs.values()
                         if is_widget(spec) and any(spec_options(spec).get(flag) for flag in UPLOAD_FLAGS))
+    # Inputs the saving editor drew as widgets (its input entry names one): their values are in widgets_values even
+    # where this server makes them link-only (core 0.33.0's MakeTrainingDataset `texts` is force_input, 0.3.75's was a
+    # widget), so they are read off the queue in their place, as the editor does.
+    saved_as_widget = {inp["name"] for inp in node.get("inputs") or [] if inp.get("widget")}
     for name, spec in specs.items():
         value, has_value = None, False
-        if is_widget(spec):
+        if is_widget(spec) or (name in saved_as_widget and by_name is None):
             if by_name is not None:
                 has_value, value = name in by_name, by_name.get(name)
             elif queue:
@@ -234,6 +238,8 @@ def _node_inputs(node: dict, object_info: dict, source) -> dict:
                         "image", "video", "audio", "upload", None):
                     queue.pop(0)
                     uploads_after -= 1
+            if not is_widget(spec):
+                has_value = False  # link-only on this server: the saved value is read past, never sent
         if name in linked:
             src = source(linked[name])
             if isinstance(src, tuple):

@@ -137,3 +137,18 @@ def test_ui_to_api_gives_widgets_a_file_predates_their_defaults_as_the_editor_do
                                               "images": ["IMAGE", {}]}}}}
     prompt = ui_to_api(_ui([_node(1, "Loader", widgets=["m2"])], []), info)
     assert prompt["1"]["inputs"] == {"model_name": "m2", "precision": "auto", "backend": "auto", "flavour": "a"}
+
+
+def test_ui_to_api_reads_past_the_value_of_an_input_this_server_makes_link_only():
+    """0.3.75 drew MakeTrainingDataset's `texts` as a widget (its value saved), 0.33.0 makes it force_input."""
+    info = {"Dataset": {"input": {"required": {"images": ["IMAGE", {}]},
+                                  "optional": {"texts": ["STRING", {"forceInput": True}],
+                                               "steps": ["INT", {"default": 3}]}}},
+            "Text": {"input": {"required": {"value": ["STRING", {}]}}}}
+    node = _node(2, "Dataset", widgets=["", 7], inputs=[("images", "IMAGE", None), ("texts", "STRING", 1)])
+    node["inputs"][1]["widget"] = {"name": "texts"}
+    prompt = ui_to_api(_ui([_node(1, "Text", widgets=["caption"]), node], [[1, 1, 0, 2, 1, "STRING"]]), info)
+    assert prompt["2"]["inputs"] == {"texts": ["1", 0], "steps": 7}
+    node["inputs"][1]["link"] = None  # not linked: nothing is sent for a link-only input
+    prompt = ui_to_api(_ui([node], []), info)
+    assert prompt["2"]["inputs"] == {"steps": 7}
