@@ -177,15 +177,19 @@ def test_memory_flat_over_repeated_runs(family, classic):
     mib = 1 << 20
     print(f"\n[memory] {family} ({stem}): {RUNS} runs in {sum(seconds):.1f} s; RSS peak in the warm-up "
           f"{max(rss[:WARMUP]) / mib:.1f} MiB, growth over the next {measured} runs {growth / mib:+.1f} MiB "
-          f"(second half {second_half / mib:+.1f} MiB; bound {RSS_BOUND / mib:.0f} MiB; a leak of one run's inputs "
+          f"(second half {second_half / mib:+.1f} MiB; bound {max(RSS_BOUND, leak * measured // 2) / mib:.0f} MiB; a leak of one run's inputs "
           f"would add {leak * measured / mib:.1f} MiB); loaded models {loaded}; live pack models {handles}; "
           f"RSS per run (MiB) {[round(r / mib, 1) for r in rss]}")
 
     assert max(loaded[WARMUP:]) <= loaded[WARMUP - 1], f"{family}: loaded models grew: {loaded}"
     assert max(handles[WARMUP:]) <= handles[WARMUP - 1], f"{family}: live model handles grew: {handles}"
-    assert growth <= RSS_BOUND and second_half <= RSS_BOUND, (
-        f"{family}: server RSS grew {growth / mib:.1f} MiB over {measured} runs after the warm-up "
-        f"({second_half / mib:.1f} MiB in the second half), more than {RSS_BOUND / mib:.0f} MiB")
+    # The bound is RSS_BOUND, or half of what leaking one run's inputs would add where that is larger (export and
+    # wardrobe read hundreds of MiB over the runs): either way such a leak cannot pass, and the allocator's noise
+    # (up to ~20 MiB measured on 2 cores) does not fail a family whose runs move that much memory.
+    bound = max(RSS_BOUND, leak * measured // 2)
+    assert growth <= bound and second_half <= bound, (
+        f"{family}: server memory grew {growth / mib:.1f} MiB over {measured} runs after the warm-up "
+        f"({second_half / mib:.1f} MiB in the second half), more than {bound / mib:.0f} MiB")
 
     after_unload = free(comfy)
     assert after_unload["loaded_models"] == 0, f"{family}: /free unload_models left {after_unload}"
