@@ -23,6 +23,12 @@ Checked, per family:
 - POST /free with ``unload_models`` leaves no model loaded in ComfyUI's model management, and with ``free_memory``
   (ComfyUI drops its outputs) no model handle of the pack stays alive: nothing else holds one.
 The figures are printed (`pytest -s` shows them).
+
+Opt-in (`BA_TEST_MEMORY=1`), not in CI yet: on the 2-core CI machine the RSS figure is not yet a stable gate. In
+four runs of the same code MuseTalk grew +6.6, +58.2 and +105.7 MiB (RSS) and +4.5 MiB (anonymous memory only): the
+large steps are file pages of the cache's memory-mapped frames (cold boots), which RSS counts; anonymous memory in
+turn moved +40.9 MiB for TTS in one run. A bound that no leak passes and no noise fails needs a steadier measure
+(for example per-run anonymous growth fitted over more runs); until then it runs by hand.
 """
 from __future__ import annotations
 
@@ -35,6 +41,9 @@ import pytest
 from scripts.workflow_api import apply_overrides, load_workflow
 from tests.fixtures.server_memory import free, memory
 from tests.workflow_cases import case_for, shipped_api_twin
+
+pytestmark = pytest.mark.skipif(not os.environ.get("BA_TEST_MEMORY"),
+                                reason="opt-in (BA_TEST_MEMORY=1): RSS is not yet a stable gate on CI's machine (docstring)")
 
 RUNS = 20
 WARMUP = 4                 # runs 0-3, the first miss included
