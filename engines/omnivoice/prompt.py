@@ -182,7 +182,11 @@ def voice_prompt(loaded, *, saved_path: Optional[Path] = None, reference: Option
         if not text:
             if transcribe is None:
                 check_transcript(text)
-            text = transcribe(reference)
+            text = (transcribe(reference) or "").strip()
+            if not text:  # the transcript check's advice ("pick a Whisper model") would be wrong here
+                raise InputError("whisper_model", "a Whisper model that hears words in the reference",
+                                 "an empty transcript", "Type what the reference says into reference_text, or "
+                                 "check that the reference is speech in reference_language.")
         prompt, _hit = build_prompt(loaded, reference, text, trim_silence, cache=cache)
     check_compatible(prompt, loaded)
     if save_path is not None:

@@ -200,3 +200,6 @@ def test_voice_prompt_loads_a_saved_one_or_builds_transcribes_and_saves(loaded, 
         ov_prompt.voice_prompt(loaded)
     with pytest.raises(InputError, match="reference_text"):  # no transcript and no Whisper to make one
         ov_prompt.voice_prompt(loaded, reference=ref, ref_text=" ")
+    with pytest.raises(InputError, match="whisper_model: .*an empty transcript") as refused:  # Whisper heard nothing
+        ov_prompt.voice_prompt(loaded, reference=ref, transcribe=lambda s: " \n", save_path=tmp_path / "v" / "x.sft")
+    assert "reference_text" in str(refused.value) and not (tmp_path / "v").exists()
