@@ -2,16 +2,22 @@
 browser. `scripts/workflow_editor.py` turns this into the UI files and thumbnails; tests read it too.
 
 STAGES[stem] lists (group title, node ids of the API twin) left to right; every node is in exactly one stage.
-ORDER is the template browser's order, from "start here" to advanced; NOTES[stem] is the Note on the canvas (what to
-provide, where models go, what to expect, how long).
+ORDER is the template browser's order, from "start here" to advanced, and TITLES[stem] the title it shows there (both
+from web/templates.json); NOTES[stem] is the Note on the canvas (what to provide, where models go, what to expect,
+how long).
 """
 from __future__ import annotations
 
-# From "start here" to advanced (the editor lists custom-node templates in the order the server globs them, so the
-# title each file is shown under starts with this position).
-ORDER = ("demo_export", "broadcast_musetalk", "broadcast_ditto", "tts_master", "tts_dialogue", "musetalk_lipsync",
-         "ditto_talking_head", "wardrobe_mask_check", "wardrobe_vace_prompt", "wardrobe_vace", "broadcast_wardrobe",
-         "wardrobe_core_sam3_masks", "wardrobe_minimax_h3")
+import json
+from pathlib import Path
+
+# The template browser's order, from "start here" to advanced, and the title each file is shown under: one list in
+# web/templates.json, which the editor extension (web/js/broadcast_media.js) reads to sort and title this pack's
+# templates (the server lists them in file-system order under their file names).
+TEMPLATES_JSON = Path(__file__).resolve().parent.parent / "web" / "templates.json"
+_TEMPLATES = json.loads(TEMPLATES_JSON.read_text(encoding="utf-8"))["templates"]
+ORDER = tuple(t["name"] for t in _TEMPLATES)
+TITLES: dict[str, str] = {t["name"]: t["title"] for t in _TEMPLATES}
 
 _VOICE = [("Voice: script and cloned voice", ["1", "2", "3", "4", "5", "6"])]
 

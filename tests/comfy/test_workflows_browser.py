@@ -210,12 +210,47 @@ def _check_summaries(page, entry):
     assert missing == [], f"texts not shown in their nodes: {missing}; shown: {shown}"
 
 
-def test_editor_receives_the_templates_in_start_here_order(page):
-    from scripts.workflow_layout import ORDER
+# Through the URLs the editor builds for a listed template (api.apiURL("/workflow_templates/<pack>/<listed name>")
+# + ".jpg", and the same with ".json" for the workflow): what each listed title fetches.
+TEMPLATE_FETCH_JS = """async ([pack, titles]) => Promise.all(titles.map(async t => {
+    const jpg = await fetch(app.api.apiURL(`/workflow_templates/${pack}/${t}`) + ".jpg");
+    const wf = await fetch(app.api.apiURL(`/workflow_templates/${pack}/${t}.json`));
+    return {title: t, jpg: [jpg.status, jpg.headers.get("content-type")], wf: wf.ok ? await wf.json() : wf.status};
+}))"""
 
-    page_, _, _ = page
+
+def test_editor_lists_the_templates_in_start_here_order_under_their_titles(page):
+    """The editor gets this pack's templates in ORDER, each under its title, and each title fetches its own file."""
+    from scripts.workflow_layout import ORDER, TITLES
+
+    page_, log, _ = page
+    titles = [TITLES[stem] for stem in ORDER]
     listing = page_.evaluate("async () => await app.api.getWorkflowTemplates()")
-    assert listing.get(PACK_LINK_NAME) == list(ORDER)
+    assert listing.get(PACK_LINK_NAME) == titles
+    for stem, got in zip(ORDER, page_.evaluate(TEMPLATE_FETCH_JS, [PACK_LINK_NAME, titles])):
+        assert got["jpg"] == [200, "image/jpeg"], f"{got['title']}: thumbnail {got['jpg']}"
+        assert got["wf"] == json.loads((TEMPLATE_DIR / f"{stem}.json").read_text(encoding="utf-8")), \
+            f"{got['title']} does not fetch workflows/{stem}.json"
+
+    # As a user: the template browser shows the titles in that order; picking one opens that workflow.
+    page_.evaluate("() => app.extensionManager.command.execute('Comfy.BrowseTemplates')")
+    page_.get_by_text(PACK_LINK_NAME, exact=True).first.click()
+    pick = titles[1]
+    page_.get_by_text(pick, exact=True).first.wait_for(timeout=30_000)
+    shown = page_.evaluate("() => document.body.innerText")
+    where = [shown.find(t) for t in titles]
+    assert -1 not in where and where == sorted(where), f"the template browser shows {shown!r}"
+    log.benign_404 = "/api/view?"  # the opened workflow names media this server does not have
+    page_.get_by_text(pick, exact=True).first.click()
+    wf = json.loads((TEMPLATE_DIR / f"{ORDER[1]}.json").read_text(encoding="utf-8"))
+    expected = sorted(n["type"] for n in wf["nodes"])
+    try:
+        page_.wait_for_function("(types) => JSON.stringify(app.graph.nodes.map(n => n.type).sort()) === types",
+                                arg=json.dumps(expected, separators=(",", ":")), timeout=30_000)
+    except Exception:
+        opened = page_.evaluate("() => app.graph.nodes.map(n => n.type).sort()")
+        raise AssertionError(f"picking {pick!r} opened {opened}, not workflows/{ORDER[1]}.json's {expected}")
+    assert log.problems() == []
 
 
 def test_template_browser_lists_each_ui_workflow_once_with_a_thumbnail(comfy):

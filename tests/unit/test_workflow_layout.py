@@ -99,9 +99,23 @@ def test_thumbnail_is_a_jpeg_of_the_current_file(path):
         f"{thumb.name} shows an older {path.name}: run scripts/workflow_editor.py thumbnails {path.stem}")
 
 
-def test_the_editor_extension_orders_templates_as_the_layout_says():
+def test_every_template_has_a_readable_title_the_editor_can_name_a_file_after():
+    """The editor opens a template under the title it lists it with, and saves it as `<title>.json`."""
+    titles = [spec.TITLES[stem] for stem in spec.ORDER]
+    assert len(set(titles)) == len(titles), f"two templates share a title: {titles}"
+    for stem, title in spec.TITLES.items():
+        assert title.strip() == title and 8 <= len(title) <= 60, f"{stem}: title {title!r}"
+        assert title != stem and not set(title) & set('<>:"/\\|?*%'), (
+            f"{stem}: title {title!r} (a file name on every system, no URL escapes)")
+    assert spec.TITLES[spec.ORDER[0]].startswith("Start here")
+
+
+def test_the_editor_extension_reads_order_and_titles_from_the_one_list():
+    """web/js/broadcast_media.js fetches web/templates.json (the file workflow_layout.py reads), never a copy."""
     import re
 
     js = (REPO_ROOT / "web" / "js" / "broadcast_media.js").read_text(encoding="utf-8")
-    listed = re.search(r"TEMPLATE_ORDER = \[(.*?)\];", js, re.S).group(1)
-    assert re.findall(r'"([a-z0-9_]+)"', listed) == list(spec.ORDER)
+    assert 'new URL("../templates.json", import.meta.url)' in js
+    assert spec.TEMPLATES_JSON == REPO_ROOT / "web" / "templates.json"
+    assert not [stem for stem in spec.ORDER if re.search(rf'"{stem}"', js)], \
+        "the extension names templates itself: order and titles belong in web/templates.json"
