@@ -341,7 +341,10 @@ class BroadcastDittoRender(io.ComfyNode):
             outputs=[io.Image.Output("images", display_name="images"),
                      io.Audio.Output("audio_out", display_name="audio"),
                      io.String.Output("path", display_name="path"),
-                     types.FrameStream.Output("frames", display_name="frames", tooltip=FRAMES_TOOLTIP)],
+                     types.FrameStream.Output("frames", display_name="frames", tooltip=FRAMES_TOOLTIP),
+                     io.Float.Output("fps_out", display_name="fps",
+                                     tooltip="The rate Ditto renders at (25 fps, its audio features' rate, whatever "
+                                             "the loop's): link it to Export Video's fps.")],
             hidden=HIDDEN,
         )
 
@@ -368,18 +371,18 @@ class BroadcastDittoRender(io.ComfyNode):
             # The pipeline is made ready when the export pulls the frames (the networks may have moved since).
             frames = FrameStream(lambda: ditto_model.ready_for(int(batch_size))[0].render(
                 avatar, motion, settings, comfy_bridge.progress(n)), n, motion.fps, "Ditto Render")
-            return io.NodeOutput(None, audio, "", frames, ui=comfy_bridge.with_audio_player(
+            return io.NodeOutput(None, audio, "", frames, motion.fps, ui=comfy_bridge.with_audio_player(
                 ui.PreviewText(f"{n} frames at {motion.fps:g} fps, rendered as Export Video encodes them"), audio,
                 cls))
         pipeline, _ = ditto_model.ready_for(int(batch_size))
         progress = comfy_bridge.progress(n)
         if not stream_to_file:
+            shown = comfy_bridge.with_audio_player(ui.PreviewText("\n".join(ditto_model.summary)), audio, cls)
             return io.NodeOutput(pipeline.render_frames(avatar, motion, settings, progress), audio, "", None,
-                                 ui=comfy_bridge.with_audio_player(ui.PreviewText("\n".join(ditto_model.summary)),
-                                                                   audio, cls))
+                                 motion.fps, ui=shown)
         video = stream_video(cls, pipeline.render(avatar, motion, settings, progress), motion.fps, filename_prefix,
                              audio)
-        return io.NodeOutput(video.last_frame, audio, video.path, None,
+        return io.NodeOutput(video.last_frame, audio, video.path, None, motion.fps,
                              ui=comfy_bridge.with_audio_player(video.ui, audio, cls))
 
 

@@ -7,6 +7,7 @@ ComfyUI's types and the engine's.
 """
 from __future__ import annotations
 
+import logging
 import os
 
 import folder_paths
@@ -22,6 +23,7 @@ from . import comfy_bridge, core_features, types
 from .inputs import validate
 from .video_output import HIDDEN, stream_video
 
+log = logging.getLogger("broadcast_avatar.export")
 CATEGORY = comfy_bridge.category("export")
 CHUNK_FRAMES = 8  # frames per writer call: the progress bar and the cancel check move this often
 BIT_DEPTHS = ("8", "10")
@@ -71,7 +73,7 @@ class BroadcastExportVideo(io.ComfyNode):
                 io.Float.Input("fps", default=25.0, min=1.0, max=240.0, step=0.001,
                                tooltip="Frames per second. 23.976, 29.97 and 59.94 are stored as exact NTSC rates. "
                                        "25: the rate MuseTalk and Ditto render at (link a renderer's fps when it "
-                                       "has one)."),
+                                       "has one). A renderer's frame stream is always written at its own rate."),
                 io.String.Input("filename_prefix", default="broadcast/clip",
                                 tooltip="Name inside ComfyUI's output folder; sub-folders allowed, leaving the "
                                         "folder (absolute paths, '..') is refused. A 5-digit counter is appended."),
@@ -127,8 +129,16 @@ class BroadcastExportVideo(io.ComfyNode):
     @classmethod
     def execute(cls, images, fps, filename_prefix, encoder, preset, tune, rate_control, quality, bitrate_kbps,
                 gop_seconds, bit_depth, faststart, audio_mode, audio_bitrate_kbps, audio=None) -> io.NodeOutput:
+        note = ""
         if isinstance(images, FrameStream):
             chunks, progress = images, None       # the renderer's own progress bar moves as its frames are encoded
+            # A stream is written at the rate it was rendered at: any other rate would make the video run fast or
+            # slow against its soundtrack (Ditto renders at 25 fps whatever the loop's rate). A differing fps
+            # input is said, not obeyed.
+            if abs(float(fps) - images.fps) > 1e-3:
+                note = f"fps {float(fps):g} ignored: {images.source} streams its frames at {images.fps:g} fps"
+                log.warning("Export Video: %s", note)
+            fps = images.fps
         else:
             images = check_image_batch(images, "images")
             chunks, progress = split_frames(images, CHUNK_FRAMES), comfy_bridge.progress(int(images.shape[0]))
@@ -138,6 +148,8 @@ class BroadcastExportVideo(io.ComfyNode):
                                   audio_bitrate_kbps=int(audio_bitrate_kbps))
         video = stream_video(cls, chunks, fps, filename_prefix, audio, settings=settings, audio_mode=audio_mode,
                              progress=progress)
+        if note:
+            video.ui["text"] = [f"{video.ui['text'][0]}\n{note}"]
         return io.NodeOutput(InputImpl.VideoFromFile(video.path), video.path, ui=video.ui)
 
 

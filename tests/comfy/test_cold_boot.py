@@ -1,7 +1,7 @@
 """Cold boots through the real server: a cached MuseTalk avatar or Ditto packet is found from the loop file the user
 picked, and the loop is then never decoded (Load Video, the only decoder in the graph, does not run).
 
-The shipped workflows (musetalk_lipsync, ditto_talking_head) on the tiny models, each on a loop file of its own:
+The shipped workflows (musetalk_lipsync, ditto_talking_head, broadcast_ditto) on the tiny models, each on a loop file of its own:
 1. first run: Load Video decodes, the avatar is built (or found by content) and linked to the file's identity;
 2. POST /free with free_memory (ComfyUI forgets every output, as after a restart), run again: the websocket shows
    Load Video (and Face Track) never executing, and the avatar node says it found the avatar by its source file;
@@ -102,11 +102,13 @@ def test_musetalk_avatar_is_found_from_its_file_without_decoding(comfy):
     assert load in ran and "precompiled" in fourth["outputs"][avatar]["text"][0]
 
 
-def test_ditto_packet_is_found_from_its_file_without_decoding(comfy):
+@pytest.mark.parametrize("stem", ["ditto_talking_head", "broadcast_ditto"])
+def test_ditto_packet_is_found_from_its_file_without_decoding(comfy, stem):
+    """broadcast_ditto too: its Export Video takes the rate from Ditto Render, so nothing else needs Load Video."""
     from tests.fixtures.tiny_ditto import portrait
     from engines.export import VideoWriter
 
-    name = "coldboot_ditto_loop.mp4"
+    name = f"coldboot_{stem}_loop.mp4"
     path = comfy.input_dir / name
 
     def write(frames):
@@ -116,7 +118,7 @@ def test_ditto_packet_is_found_from_its_file_without_decoding(comfy):
         os.replace(tmp, path)
 
     write(portrait(n_frames=4))
-    prompt = _prompt(comfy, "ditto_talking_head", name)
+    prompt = _prompt(comfy, stem, name)
     load, avatar = _ids(prompt, "BroadcastLoadVideo")[0], _ids(prompt, "BroadcastDittoAvatar")[0]
     log_before = comfy.log_text().count("found by its source file")
 

@@ -109,11 +109,24 @@ def test_streaming_to_export_hands_the_frames_to_export_video(comfy, inputs):
     prompt = chain(portrait_file, speech_file, render={"stream_to_export": True, "cadence_stride": 1},
                    export_prefix="broadcast/ditto_handed")
     prompt["8"]["inputs"]["images"] = ["7", 3]
+    prompt["8"]["inputs"]["fps"] = 30.0          # e.g. linked from a 30 fps loop: the stream's own rate must win
     entry = comfy.run(prompt)
     item = entry["outputs"]["8"]["images"][0]
     info = reader.probe(comfy.output_dir / item["subfolder"] / item["filename"])
     assert info.frame_count == math.ceil(1.6 * 25) and (info.width, info.height) == (128, 160)
+    assert abs(info.fps - 25.0) < 1e-6 and abs(info.duration - 1.6) <= 1 / 25   # lips stay on the speech
     assert f"{math.ceil(1.6 * 25)} frames at 25 fps" in entry["outputs"]["7"]["text"][0]
+    assert "fps 30 ignored: Ditto Render streams its frames at 25 fps" in entry["outputs"]["8"]["text"][0]
+
+
+def test_render_says_its_rate_for_the_export(comfy, inputs):
+    """The fps output (what broadcast_ditto links into Export Video, so Load Video need not run on a packet hit)."""
+    portrait_file, speech_file = inputs
+    prompt = chain(portrait_file, speech_file, render={"cadence_stride": 2}, export_prefix="broadcast/ditto_rate")
+    prompt["8"]["inputs"]["fps"] = ["7", 4]
+    entry = comfy.run(prompt)
+    item = entry["outputs"]["8"]["images"][0]
+    assert abs(reader.probe(comfy.output_dir / item["subfolder"] / item["filename"]).fps - 25.0) < 1e-6
 
 
 def test_a_portrait_without_a_face_is_refused_by_name(comfy, inputs):
