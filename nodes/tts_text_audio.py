@@ -107,7 +107,7 @@ class BroadcastAudioMaster(io.ComfyNode):
             node_id="BroadcastAudioMaster",
             **core_features.searchable("BroadcastAudioMaster", "Broadcast Audio Master"),
             category=CATEGORY,
-            description="Low-pass 9.6 kHz, de-ess 4.8-8.2 kHz, tame word-final /s/, loudness to a LUFS target "
+            description="High-pass 60 Hz (DC out), low-pass 9.6 kHz, de-ess 4.8-8.2 kHz, tame word-final /s/, loudness to a LUFS target "
                         "(gated BS.1770) landing within 0.3 LU after the true-peak limiter; also outputs 16 kHz mono for "
                         "lip sync, and the output's LUFS and true peak. Previews the result.",
             is_output_node=True,
@@ -131,6 +131,15 @@ class BroadcastAudioMaster(io.ComfyNode):
                 io.Boolean.Input("limit", default=d.limit, tooltip="True-peak limiter (4x oversampled peaks)."),
                 io.Float.Input("ceiling_dbtp", default=d.ceiling_dbtp, min=-12.0, max=0.0, step=0.1,
                                tooltip="Highest allowed true peak in dBTP."),
+                # Last and optional: workflows saved before these inputs existed keep their values in place.
+                io.Boolean.Input("highpass", default=d.highpass, optional=True,
+                                 tooltip="High-pass first (2nd order, zero phase): removes DC offset and rumble, "
+                                         "which would otherwise reach the file (QC flags DC over 1 %) and eat "
+                                         "limiter headroom. Off only for material already filtered."),
+                io.Float.Input("highpass_hz", default=d.highpass_hz, min=10.0, max=300.0, step=5.0, optional=True,
+                               tooltip="High-pass cutoff in Hz. 60 leaves voices untouched (85 Hz is 1 dB down); "
+                                       "80-100 is the usual broadcast rumble filter for male voices, up to 150 for "
+                                       "female voices."),
             ],
             outputs=[io.Audio.Output("audio_out", display_name="audio"),
                      io.Audio.Output("audio_16k", display_name="audio_16k"),
@@ -144,9 +153,9 @@ class BroadcastAudioMaster(io.ComfyNode):
 
     @classmethod
     def execute(cls, audio, lowpass, lowpass_hz, deess, deess_threshold, deess_max_db, terminal_s, loudness,
-                target_lufs, limit, ceiling_dbtp) -> io.NodeOutput:
+                target_lufs, limit, ceiling_dbtp, highpass=True, highpass_hz=60.0) -> io.NodeOutput:
         wave, sr = check_audio(audio, "audio")
-        settings = master.MasterSettings(lowpass=lowpass, lowpass_hz=lowpass_hz, deess=deess,
+        settings = master.MasterSettings(highpass=bool(highpass), highpass_hz=float(highpass_hz), lowpass=lowpass, lowpass_hz=lowpass_hz, deess=deess,
                                          deess_threshold=deess_threshold, deess_max_db=deess_max_db,
                                          terminal_s=terminal_s, loudness=loudness, target_lufs=target_lufs,
                                          limit=limit, ceiling_dbtp=ceiling_dbtp)

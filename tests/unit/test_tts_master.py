@@ -9,7 +9,7 @@ from engines.omnivoice import dsp, master as M
 from tests.fixtures.speech import voiced_speech
 
 SR = 24000
-OFF = dict(lowpass=False, deess=False, terminal_s=False, loudness=False, limit=False)
+OFF = dict(highpass=False, lowpass=False, deess=False, terminal_s=False, loudness=False, limit=False)
 
 
 def tone(freq, amp, seconds=1.0, sr=SR, phase=0.0):
@@ -38,6 +38,25 @@ def test_lowpass_matches_the_butterworth_response():
         y = M.lowpass(tone(freq, 0.5)[None], SR, 9600.0)[0]
         mid = slice(SR // 4, 3 * SR // 4)
         assert level_db(y[mid]) - level_db(tone(freq, 0.5)[mid]) == pytest.approx(expected, abs=0.1)
+
+
+def test_highpass_takes_the_dc_offset_out_and_leaves_the_voice_band():
+    from scipy import signal
+
+    sos = signal.butter(2, 60.0, btype="highpass", fs=SR, output="sos")
+    mid = slice(SR // 4, 3 * SR // 4)
+    for freq, at_most in ((30.0, -20.0), (60.0, -5.9), (85.0, -0.9), (150.0, -0.05), (1000.0, 0.0)):
+        _, h = signal.sosfreqz(sos, worN=[freq], fs=SR)
+        expected = 2 * 20 * np.log10(np.abs(h[0]))  # run forward and backward: the response squared
+        assert expected <= at_most + 0.1
+        y = M.highpass(tone(freq, 0.5)[None], SR, 60.0)[0]
+        assert level_db(y[mid]) - level_db(tone(freq, 0.5)[mid]) == pytest.approx(expected, abs=0.1)
+    # A vocoder-like offset: 18 % of full scale under a voice. Gone, the voice kept sample for sample.
+    voice = tone(200.0, 0.3, 2.0)
+    y, report = M.master(voice + 0.18, SR, M.MasterSettings(**{**OFF, "highpass": True}))
+    core = slice(SR // 2, 3 * SR // 2)
+    assert report.stages == ["highpass"] and abs(float(y[core].mean())) < 1e-3
+    assert np.max(np.abs(y[core] - voice[core])) < 0.01
 
 
 def test_deesser_cuts_a_loud_sibilant_by_the_cap_and_a_mild_one_by_the_formula():
@@ -104,7 +123,7 @@ def test_limiter_keeps_sample_and_true_peaks_under_the_ceiling():
     # Full chain pushed far above the ceiling by the loudness target.
     speechy = band_noise(2.0, 100, 4000, 0.1) * (1 + np.sin(2 * np.pi * 3 * np.arange(2 * SR) / SR))
     y, report = M.master(speechy, SR, M.MasterSettings(target_lufs=-6.0))
-    assert report.stages == ["lowpass", "deess", "terminal_s", "loudness", "limit"]
+    assert report.stages == ["highpass", "lowpass", "deess", "terminal_s", "loudness", "limit"]
     assert np.abs(y).max() <= ceiling and dsp.true_peak(y[None].astype(np.float64)) <= ceiling * (1 + 1e-4)
     quiet = tone(1000.0, 0.1)
     assert np.array_equal(M.limit_true_peak(quiet[None], SR, -1.0)[0], quiet)  # under the ceiling: untouched
