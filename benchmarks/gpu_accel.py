@@ -153,7 +153,8 @@ def main():
         if timed_rows:
             best = min(timed_rows, key=lambda r: float(r[3]))
             print(f"fastest for {title} at batch {best[2]}: {best[1]} ({best[5]} eager's speed)")
-    print(f"auto's order on {device.type} (engines/accel/backends.py AUTO_ORDER): "
+    print(f"auto's order on {device.type} (engines/accel/backends.py AUTO_ORDER, for every network that declares no "
+          f"Preference of its own for {device.type}; on cpu MuseTalk's UNet prefers onnxruntime): "
           f"{' > '.join(AUTO_ORDER.get(device.type, ('eager',)))}")
     print(f"\ntotal {time.perf_counter() - started:.0f} s")
 

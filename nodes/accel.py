@@ -6,7 +6,6 @@ says what runs, once, in the log and in the using node's summary text.
 """
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 from typing import Callable
 
@@ -17,11 +16,10 @@ from ..engines.accel import BACKENDS, BuildOptions
 __all__ = ["BACKENDS", "Accelerated", "backend_input", "build_options", "engine_root"]
 from . import comfy_bridge
 
-log = logging.getLogger("broadcast_avatar.accel")
-
-BACKEND_TOOLTIP = ("auto: the fastest that works here (TensorRT, then CUDA graphs, then eager on a GPU; eager on the "
-                   "CPU). A backend that cannot run falls back to eager PyTorch and the summary says "
-                   "why. TensorRT engines are built on first use into models/broadcast_tensorrt (minutes).")
+BACKEND_TOOLTIP = ("auto: the fastest that works here, per network (TensorRT, then CUDA graphs, then eager on a GPU; "
+                   "on the CPU ONNX Runtime for MuseTalk's UNet, exported once and cached, eager for the rest). A "
+                   "backend that cannot run falls back to eager PyTorch and the summary says why. TensorRT engines "
+                   "are built on first use into models/broadcast_tensorrt (minutes).")
 
 
 def backend_input() -> io.Combo.Input:
@@ -54,7 +52,6 @@ class Accelerated:
     def runners_for(self, key: tuple, batch: int, build: Callable[[BuildOptions], list]) -> list[str]:
         built = self.__dict__.setdefault("_accel_built", {})
         if key not in built:
+            # engines/accel logs each network's choice once (with its reason); the node's summary repeats it
             built[key] = build(build_options(batch))
-            for line in built[key]:
-                log.info("Broadcast Avatar backend: %s", line)
         return built[key]

@@ -4,8 +4,9 @@
 in any float dtype (they are moved to the weights' device and cast to the run's dtype) and returns what the
 network returns. ``runner.summary`` says which backend runs and, if it is not the one asked for, what failed.
 
-- ``auto`` tries the backends in the order measured fastest for the device (``AUTO_ORDER``) and keeps the first that
-  builds and matches eager on an example input; it reports its choice once in the log and in ``summary``.
+- ``auto`` tries the backends in the order measured fastest for this network on this device (the network's own
+  ``Preference`` for the device type, else the device's ``AUTO_ORDER``) and keeps the first that builds and matches
+  eager on an example input; it reports its choice and the order's reason once in the log and in ``summary``.
 - an explicit backend that cannot run falls back to eager PyTorch, naming what failed (never silently).
 - every non-eager runner is checked against eager on an example batch (cosine >= ``PARITY_MIN``) before it is
   used: a backend that builds but computes something else is a failure like any other.
@@ -23,19 +24,20 @@ from ..common.cache import ContentCache
 from ..common.errors import InputError
 from ..common.onnx import onnx_session
 from . import tensorrt as trt_backend
-from .network import Network, as_tuple, place
+from .network import Network, Preference, as_tuple, place
 from .onnx_export import export_onnx
 from .precision import name_of
 
 log = logging.getLogger("broadcast_avatar.accel")
 
 BACKENDS = ("auto", "eager", "compile", "cudagraphs", "onnxruntime", "tensorrt")
-# Fastest first. CUDA: the posts' order (TensorRT, then graph-captured eager), to be confirmed by
-# benchmarks/gpu_accel.py (it prints the fastest per group beside this order). CPU: eager. Measured on 2026-12-01
-# (docs/accel.md), one thread each: ONNX Runtime 4.65x eager on MuseTalk's UNet, 0.43x on its VAE, slower at batch
-# 1 on Ditto's warp: the fastest CPU order is per network, which one order per device cannot express yet (the
-# next step); onnxruntime and compile stay one explicit choice away.
+# `auto`, fastest first, per device type, for networks that declare no `Preference` of their own for it. CUDA: the
+# posts' order (TensorRT, then graph-captured eager), to be confirmed by benchmarks/gpu_accel.py (it prints the
+# fastest per group beside this order). CPU: eager, except where a network declares a measured order (MuseTalk's
+# UNet: ONNX Runtime, docs/accel.md); onnxruntime and compile stay one explicit choice away for the others.
 AUTO_ORDER = {"cuda": ("tensorrt", "cudagraphs", "eager"), "cpu": ("eager",)}
+AUTO_WHY = {"cuda": "the GPU order from the source posts (TensorRT, then CUDA graphs)",
+            "cpu": "no other backend measured faster for this network on a CPU"}
 PARITY_MIN = 0.999
 
 
@@ -69,6 +71,7 @@ class Runner:
     parity: Optional[float] = None
     placed: bool = False                              # fn places its own inputs (TensorRT, ONNX Runtime on CUDA)
     asked: str = ""                                   # the backend the caller asked for ("auto" or this one)
+    why: str = ""                                     # auto: the order it tried and the reason for that order
 
     def __call__(self, *inputs):
         if self.placed:
@@ -84,6 +87,8 @@ class Runner:
             text += f", cos {self.parity:.6f} vs eager"
         if self.fallbacks:
             text += "; not used: " + "; ".join(self.fallbacks)
+        if self.why:
+            text += f"; {self.why}"
         return text
 
 
@@ -288,12 +293,32 @@ def check_backend(backend: str, input_name: str = "backend") -> str:
     return backend
 
 
+def auto_order(net: Network, device: Optional[torch.device] = None) -> tuple:
+    """(backends `auto` tries for `net` on `device` (default: where its weights are), fastest first; why that order).
+
+    The network's own `Preference` for the device type wins over the device's `AUTO_ORDER`; eager always ends it.
+    """
+    kind = torch.device(device if device is not None else net.device).type
+    pref: Optional[Preference] = (net.prefer or {}).get(kind)
+    if pref is not None:
+        order, why = tuple(pref.order), pref.why
+        bad = [b for b in order if b not in BUILDERS]
+        if bad:
+            raise ValueError(f"{net.name}: unknown backend(s) {bad} in its {kind} preference")
+    else:
+        order, why = tuple(AUTO_ORDER.get(kind, ("eager",))), AUTO_WHY.get(kind, f"no other backend runs on {kind}")
+    if "eager" not in order:
+        order += ("eager",)
+    return order, f"auto order on {kind}: {', '.join(order)} ({why})"
+
+
 def accelerate(net: Network, backend: str = "auto", opts: Optional[BuildOptions] = None) -> Runner:
     """The runner for `net` on the device and in the dtype its weights have now."""
     check_backend(backend)
     opts = opts or BuildOptions()
+    why = ""
     if backend == "auto":
-        candidates = list(AUTO_ORDER.get(net.device.type, ("eager",)))
+        candidates, why = auto_order(net)
     else:
         candidates = [backend] if backend == "eager" else [backend, "eager"]
     failures = []
@@ -308,7 +333,7 @@ def accelerate(net: Network, backend: str = "auto", opts: Optional[BuildOptions]
         except Exception as exc:     # a backend's own crash (compiler missing, export error): named, then next
             failures.append(f"{name}: failed with {type(exc).__name__}: {str(exc).splitlines()[0][:300]}")
             continue
-        runner.fallbacks, runner.asked = failures, backend
+        runner.fallbacks, runner.asked, runner.why = failures, backend, why
         chosen = "" if backend == "auto" else ("running " if not failures else "falling back to ")
         _report(f"{net.name}: {chosen}{runner.summary.split(': ', 1)[1]}")      # auto: "auto picked ..."
         return runner

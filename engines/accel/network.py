@@ -7,13 +7,25 @@ ONNX Runtime and TensorRT runs take the same inputs and return the same outputs.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
-from typing import Callable, Optional, Sequence
+from dataclasses import dataclass, field
+from typing import Callable, Mapping, Optional, Sequence
 
 import torch
 from torch import nn
 
 from ..common.cache import content_hash
+
+
+@dataclass(frozen=True)
+class Preference:
+    """What `auto` tries for one network on one device type, fastest first, and the measurement behind it.
+
+    `order` ends with eager whether it says so or not (the fallback of every choice); `why` is shown with the
+    choice in the log and the node's summary, so it should name what was measured (docs/accel.md).
+    """
+
+    order: tuple
+    why: str
 
 
 @dataclass
@@ -24,6 +36,8 @@ class Network:
     input_names / output_names: the ONNX / TensorRT tensor names.
     weights_id: a fingerprint of the weights (e.g. of the model files); None = hashed from the state dict once.
     convolutional: 4-D activations, so channels-last memory helps on a GPU.
+    prefer: device type -> `Preference`: a measured order for `auto` on that device where this network's fastest
+    backend differs from the device's default order (``backends.AUTO_ORDER``).
     """
 
     name: str
@@ -33,6 +47,7 @@ class Network:
     output_names: Sequence[str]
     weights_id: Optional[str] = None
     convolutional: bool = False
+    prefer: Mapping[str, Preference] = field(default_factory=dict)
 
     def tensors(self):
         return itertools.chain(self.module.parameters(), self.module.buffers())

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import atexit
 import hashlib
+import logging
 import os
 import shutil
 import tempfile
@@ -29,6 +30,8 @@ import torch
 from ..common.cache import ContentCache, content_hash
 from .network import Network, place
 from .precision import name_of
+
+log = logging.getLogger("broadcast_avatar.accel")
 
 NAMESPACE = "accel_onnx"
 FORMAT_VERSION = 1
@@ -98,6 +101,8 @@ def export_onnx(net: Network, batch: int = 1, cache: Optional[ContentCache] = No
     entry = cache.load(NAMESPACE, key, FORMAT_VERSION)
     if entry is not None and (entry.path / MODEL_FILE).is_file():
         return OnnxArtifact(entry.path / MODEL_FILE, entry.meta["sha256"], key, True)
+    log.info("[Broadcast Avatar] %s: exporting to ONNX (%s, once per weights and shape profile; kept in %s)",
+             net.name, name_of(dtype), cache.root)
     inputs = place(net.example(batch), net.device, dtype)
     cache.root.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".onnx-export-", dir=cache.root) as tmp:

@@ -17,7 +17,7 @@ import os
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import torch
 
@@ -46,10 +46,12 @@ class MuseTalkNets(torch.nn.Module):
     """The UNet, the VAE and the Whisper encoder as one module (so ComfyUI can move and offload them together).
 
     Attributes besides the networks: ``feature_extractor`` (WhisperFeatureExtractor), ``version`` ("v1.5"/"v1.0"),
-    ``dtype`` (compute dtype), ``vae_id`` (a fingerprint of the VAE files: avatars are keyed by it).
+    ``dtype`` (compute dtype), ``vae_id`` (a fingerprint of the VAE files: avatars are keyed by it), ``unet_id``
+    (of the UNet's files: its ONNX export is keyed by it; None: hashed from the weights).
     """
 
-    def __init__(self, unet, vae, whisper_encoder, feature_extractor, version: str, dtype: torch.dtype, vae_id: str):
+    def __init__(self, unet, vae, whisper_encoder, feature_extractor, version: str, dtype: torch.dtype, vae_id: str,
+                 unet_id: Optional[str] = None):
         super().__init__()
         self.unet = unet
         self.vae = vae
@@ -58,6 +60,7 @@ class MuseTalkNets(torch.nn.Module):
         self.version = version
         self.compute_dtype = dtype
         self.vae_id = vae_id
+        self.unet_id = unet_id
 
     @property
     def scaling_factor(self) -> float:
@@ -161,7 +164,9 @@ def load_musetalk(folder: os.PathLike | str, dtype: torch.dtype = torch.float32)
     # The shared cheap fingerprint (names, sizes, edge bytes): a copied folder keeps its avatars, replaced weights
     # make new ones.
     vae_id = file_fingerprint(p for p in (root / "sd-vae").iterdir() if p.is_file())
-    return MuseTalkNets(unet, vae, encoder, extractor, version, dtype, vae_id)
+    unet_dir = root / UNET_LAYOUTS[version].folder
+    unet_id = file_fingerprint(p for p in unet_dir.iterdir() if p.is_file())
+    return MuseTalkNets(unet, vae, encoder, extractor, version, dtype, vae_id, unet_id)
 
 
 def describe(nets: Any) -> str:

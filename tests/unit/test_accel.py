@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from engines.accel import BuildOptions, Network, accelerate, cosine
+from engines.accel import AUTO_ORDER, BuildOptions, Network, Preference, accelerate, auto_order, cosine
 from engines.accel import backends, onnx_export
 from engines.accel import tensorrt as trt_backend
 from engines.accel.ops import grid_sample_3d, grid_sample_3d_gather
@@ -157,6 +157,55 @@ def test_auto_picks_the_first_that_works_and_says_so(opts, caplog, monkeypatch):
     net.module.to(torch.bfloat16)
     runner = accelerate(net, "auto", opts)
     assert runner.backend == "eager" and "onnxruntime: onnxruntime has no bf16 kernels" in runner.summary
+
+
+def test_auto_follows_a_network_s_own_preference_for_its_device(opts, caplog):
+    net = toy_net()
+    net.prefer = {"cpu": Preference(("onnxruntime",), "measured 3x eager on this toy")}
+    assert auto_order(net) == (("onnxruntime", "eager"), "auto order on cpu: onnxruntime, eager (measured 3x eager "
+                                                         "on this toy)")
+    with caplog.at_level(logging.INFO, "broadcast_avatar.accel"):
+        runner = accelerate(net, "auto", opts)
+    assert runner.backend == "onnxruntime" and runner.parity >= 0.9999
+    assert runner.summary.startswith("toy: auto picked onnxruntime (")
+    assert runner.summary.endswith("; auto order on cpu: onnxruntime, eager (measured 3x eager on this toy)")
+    assert [r.getMessage() for r in caplog.records if "toy: auto picked" in r.getMessage()] == [
+        "[Broadcast Avatar] " + runner.summary]
+    # a network without a preference keeps the device's order, and says why
+    plain = accelerate(toy_net(), "auto", opts)
+    assert plain.backend == "eager" and plain.summary.endswith(f"; auto order on cpu: eager ({backends.AUTO_WHY['cpu']})")
+    net.prefer = {"cpu": Preference(("turbo",), "?")}
+    with pytest.raises(ValueError, match="unknown backend"):
+        auto_order(net)
+
+
+class _OnCuda(Network):
+    """The selection boundary on a faked CUDA device: `device` says cuda, the weights stay on the CPU."""
+
+    @property
+    def device(self):
+        return torch.device("cuda", 0)
+
+
+def test_auto_on_a_cuda_device_keeps_the_gpu_order_whatever_the_cpu_preference(opts, monkeypatch):
+    base = toy_net()
+    net = _OnCuda(base.name, base.module, base.example, base.input_names, base.output_names, convolutional=True,
+                  prefer={"cpu": Preference(("onnxruntime",), "fast on a CPU")})
+    assert auto_order(net)[0] == AUTO_ORDER["cuda"] == ("tensorrt", "cudagraphs", "eager")
+    tried = []
+    for name, real in list(backends.BUILDERS.items()):
+        def record(n, o, name=name, real=real):
+            tried.append(name)
+            if name == "cudagraphs":       # no GPU here: what a failed capture on a real one looks like to auto
+                raise backends.BackendUnavailable("capture failed (faked)")
+            return real(n, o)
+        monkeypatch.setitem(backends.BUILDERS, name, record)
+    runner = accelerate(net, "auto", opts)
+    assert tried == ["tensorrt", "cudagraphs", "eager"]
+    assert runner.backend == "eager" and "onnxruntime" not in runner.summary.split("; auto order")[0]
+    assert "tensorrt: TensorRT is not installed" in runner.summary and "cudagraphs: capture failed" in runner.summary
+    assert runner.summary.endswith(f"; auto order on cuda: tensorrt, cudagraphs, eager ({backends.AUTO_WHY['cuda']})")
+    assert runner.channels_last                      # eager on a GPU: channels-last for a convolutional network
 
 
 def test_a_backend_that_computes_something_else_is_refused(opts, monkeypatch):

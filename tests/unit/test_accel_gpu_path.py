@@ -5,11 +5,13 @@ The audit puts the weights on ``meta`` and lets the engine follow them, as it fo
 mixing devices is recorded (engines/accel/audit.py). A control run (a wrong explicit device) shows the audit
 catches what it is for.
 """
+import logging
+
 import numpy as np
 import pytest
 import torch
 
-from engines.accel import BuildOptions, cosine
+from engines.accel import AUTO_ORDER, BuildOptions, auto_order, cosine
 from engines.accel.audit import audit_devices, move_weights
 from engines.common.audio import to_mono
 from engines.common.cache import ContentCache
@@ -19,7 +21,8 @@ from engines.ditto.motion import MotionSettings
 from engines.ditto.render import RenderSettings
 from engines.ditto.accel import accelerate_ditto, networks as ditto_networks
 from engines.ditto.pipeline import DittoPipeline
-from engines.musetalk.accel import accelerate_musetalk
+from engines.accel.onnx_export import NAMESPACE as ONNX_NAMESPACE
+from engines.musetalk.accel import accelerate_musetalk, networks as musetalk_networks
 from engines.musetalk.avatar import build_avatar
 from engines.musetalk.face_track import HaarDetector, track_faces
 from engines.musetalk.lipsync import LipSyncSettings, lipsync, lipsync_chunks
@@ -81,6 +84,44 @@ def test_musetalk_onnxruntime_backend_renders_the_eager_frames(mt_dir, mt_loop, 
     assert {r.backend for r in nets.runners.values()} == {"onnxruntime"}
     assert all(r.parity > 0.9999 for r in nets.runners.values())
     assert (frames.float() - mt_fp32[2].float()).abs().max() < 2e-3
+
+
+def test_musetalk_cpu_auto_runs_the_unet_on_onnxruntime_and_the_vae_eager(mt_dir, mt_loop, mt_fp32, tmp_path,
+                                                                             caplog):
+    """The per-network CPU choice a user with backend=auto gets, its parity with eager fp32, and its cached export."""
+    with caplog.at_level(logging.INFO, "broadcast_avatar.accel"):
+        nets, _, frames = _mt_render(mt_dir, mt_loop, torch.float32, "auto", tmp_path)
+    unet, vae = nets.runners["unet"], nets.runners["vae_decode"]
+    assert (unet.backend, vae.backend) == ("onnxruntime", "eager")
+    assert unet.summary.startswith("musetalk_unet: auto picked onnxruntime (CPUExecutionProvider")
+    assert "auto order on cpu: onnxruntime, eager (ONNX Runtime measured 4.65x" in unet.summary
+    assert vae.summary.startswith("musetalk_vae_decoder: auto picked eager (fp32); auto order on cpu: eager (ONNX "
+                                  "Runtime measured 0.43x")
+    logged = [r.getMessage() for r in caplog.records]
+    assert sum("musetalk_unet: auto picked onnxruntime" in m for m in logged) == 1
+    assert sum("musetalk_unet: exporting to ONNX" in m for m in logged) == 1
+    # parity with eager fp32: the build's check, a fresh batch of another size, and the rendered frames
+    assert unet.parity >= 0.9999
+    net = musetalk_networks(nets)["unet"]
+    lat, audio = torch.randn(3, 8, 32, 32), torch.randn(3, 50, nets.audio_width)
+    with torch.inference_mode():
+        assert cosine(unet(lat, audio), net.module(lat, audio)) >= 0.9999
+    assert (frames.float() - mt_fp32[2].float()).abs().max() < 2e-3
+    # a second load of the same files reuses the export (the content-hash cache, keyed by the files' fingerprint)
+    again = load_musetalk(mt_dir)
+    accelerate_musetalk(again, "auto", BuildOptions(batches=(4,), cache=ContentCache(tmp_path)))
+    assert again.runners["unet"].backend == "onnxruntime" and ", reused, " in again.runners["unet"].summary
+    assert len([p for p in (tmp_path / ONNX_NAMESPACE).iterdir() if not p.name.startswith(".")]) == 1
+    # the same networks on a CUDA device keep the GPU order (auto_order reads the device type only)
+    for n in musetalk_networks(nets).values():
+        assert auto_order(n, torch.device("cuda"))[0] == AUTO_ORDER["cuda"]
+
+
+def test_musetalk_cpu_auto_in_bf16_runs_eager_and_names_why(mt_dir):
+    nets = load_musetalk(mt_dir, torch.bfloat16)
+    accelerate_musetalk(nets, "auto", BuildOptions(batches=(4,)))
+    unet = nets.runners["unet"]
+    assert unet.backend == "eager" and "not used: onnxruntime: onnxruntime has no bf16 kernels" in unet.summary
 
 
 def test_musetalk_weights_elsewhere_mix_no_devices(mt_dir, mt_loop):
