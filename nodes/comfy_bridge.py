@@ -167,8 +167,25 @@ def memory_report(trim: bool = False) -> dict:
         inner = getattr(model, "model", None)
         loaded.append(type(inner if inner is not None else model).__name__)
     live = [m.name for m in list(_LIVE_MODELS)]
-    return {"rss_bytes": int(psutil.Process().memory_info().rss), "loaded_models": len(loaded),
+    return {"rss_bytes": int(psutil.Process().memory_info().rss), **_rss_parts(), "loaded_models": len(loaded),
             "loaded_model_types": sorted(loaded), "pack_models": len(live), "pack_model_names": sorted(live)}
+
+
+def _rss_parts() -> dict:
+    """RSS split as Linux counts it (/proc/self/status): anonymous pages (the heap, tensors: what a leak grows),
+    file pages (mapped libraries, weights and memory-mapped cache entries: the kernel drops and re-reads those at
+    will) and shared memory; {} where there is no /proc."""
+    fields = {"RssAnon": "rss_anon_bytes", "RssFile": "rss_file_bytes", "RssShmem": "rss_shmem_bytes"}
+    out = {}
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                name, _, value = line.partition(":")
+                if name in fields:
+                    out[fields[name]] = int(value.split()[0]) * 1024
+    except (OSError, ValueError, IndexError):
+        return {}
+    return out
 
 
 def register_routes() -> None:

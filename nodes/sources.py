@@ -6,6 +6,10 @@ None as soon as one upstream node is not a known source. Known sources are the n
 inputs and the files they read: Broadcast Load Video, core's Load Image (registered here) and those a family adds
 with `register` (Broadcast Face Track, whose detector file is part of its identity). Nothing is evaluated or
 decoded: this runs before the node's lazy inputs are asked for.
+
+`picked_file(text)` is the `identify` of `prompt_graph.upstream_signature` for the keys built from what a graph
+produced (the mask sequence and conditioning caches): the identity of the model file or folder, or input file, a
+widget value names, looked up in every models folder ComfyUI knows and its input folder.
 """
 from __future__ import annotations
 
@@ -13,7 +17,7 @@ from typing import Callable, Mapping, Optional
 
 import folder_paths
 
-from ..engines.common.fingerprint import source_identity
+from ..engines.common.fingerprint import named_files, source_identity
 from ..engines.common.prompt_graph import source_signature
 
 Identify = Callable[[Mapping], Optional[dict]]
@@ -53,3 +57,14 @@ def signature(cls, inputs) -> Optional[dict]:
     hidden = getattr(cls, "hidden", None)
     return source_signature(getattr(hidden, "prompt", None), getattr(hidden, "unique_id", None), tuple(inputs),
                             _identify)
+
+
+def _file_folders() -> list[str]:
+    folders = [p for name, (paths, _) in folder_paths.folder_names_and_paths.items() if name != "custom_nodes"
+               for p in paths]
+    return folders + [folder_paths.get_input_directory()]
+
+
+def picked_file(text) -> Optional[list]:
+    """The identities of the model files/folders and input files called `text` (a widget value), or None."""
+    return named_files(text, _file_folders())

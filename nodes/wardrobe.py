@@ -15,7 +15,7 @@ from ..engines.wardrobe.checks import as_images, as_masks, check_same_masks
 from .comfy_bridge import cache, category, progress
 from .inputs import validate
 from .types import CropRecord
-from . import core_features
+from . import core_features, sources
 
 CATEGORY = category("wardrobe")
 GRID_CHOICES = ["auto (from vae)"] + list(tokengrid.PRESETS)
@@ -349,7 +349,8 @@ class BroadcastMaskSequenceCache(io.ComfyNode):
     def _key(cls, images, prompt):
         # The key follows what really makes the masks: the settings of every node upstream of the mask inputs,
         # read off the prompt being executed (never evaluated: on a hit they must not run).
-        producer = upstream_signature(cls.hidden.prompt, cls.hidden.unique_id, ("masks", "masks_2"))
+        producer = upstream_signature(cls.hidden.prompt, cls.hidden.unique_id, ("masks", "masks_2"),
+                                      identify=sources.picked_file)
         return maskcache.mask_key(as_images(images, "images"), prompt, producer)
 
     @classmethod
@@ -421,7 +422,7 @@ class BroadcastConditioningCache(io.ComfyNode):
         # run).
         ref = as_images(reference, "reference") if reference is not None else None
         return condcache.node_key(cls.hidden.prompt, cls.hidden.unique_id, prompt, ref, condcache.latent_shapes(latent),
-                                  canvas)
+                                  canvas, identify=sources.picked_file)
 
     @classmethod
     def check_lazy_status(cls, prompt, mode, conditioning=None, reference=None, latent=None, **canvas):

@@ -18,16 +18,21 @@ def is_link(value: Any) -> bool:
 
 
 def upstream_signature(prompt: Optional[Mapping], node_id: Optional[str], inputs: Sequence[str],
-                       known: Optional[Mapping] = None) -> Optional[dict]:
+                       known: Optional[Mapping] = None,
+                       identify: Optional[Callable[[str], Any]] = None) -> Optional[dict]:
     """``{input: signature of what feeds it}`` for the linked ones among `inputs` of `node_id` (a widget value is
     its own signature); None without a prompt (a caller outside ComfyUI). ``known`` maps ``(source id, output)``
-    links to the value they carry in this run (`evaluated_links`); such a link counts as that value."""
+    links to the value they carry in this run (`evaluated_links`); such a link counts as that value.
+
+    ``identify(text)``: the identity of the file a string widget value names (`fingerprint.named_files` over the
+    model and input folders), or None where it names none. A named file then counts as ``{"file": name,
+    "identity": ...}``, so a model or input file replaced under the same name is another signature."""
     if not isinstance(prompt, Mapping) or node_id is None or str(node_id) not in prompt:
         return None
     memo: dict = {}
     known = {(str(k[0]), int(k[1])): v for k, v in (known or {}).items()}
     own = prompt[str(node_id)].get("inputs", {})
-    return {name: _value(prompt, own[name], memo, set(), known) for name in inputs if name in own}
+    return {name: _value(prompt, own[name], memo, set(), known, identify) for name in inputs if name in own}
 
 
 def evaluated_links(prompt: Optional[Mapping], node_id: Optional[str], values: Mapping[str, Any]) -> dict:
@@ -47,16 +52,20 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _value(prompt: Mapping, value: Any, memo: dict, path: set, known: Mapping) -> Any:
+def _value(prompt: Mapping, value: Any, memo: dict, path: set, known: Mapping, identify=None) -> Any:
     if not is_link(value):
+        if identify is not None and isinstance(value, str):
+            identity = identify(value)
+            if identity is not None:
+                return {"file": value, "identity": identity}
         return _plain(value)
     source, output = value
     if (str(source), int(output)) in known:
         return {"value": known[(str(source), int(output))]}
-    return {"from": _node(prompt, source, memo, path, known), "output": output}
+    return {"from": _node(prompt, source, memo, path, known, identify), "output": output}
 
 
-def _node(prompt: Mapping, node_id: str, memo: dict, path: set, known: Mapping) -> Any:
+def _node(prompt: Mapping, node_id: str, memo: dict, path: set, known: Mapping, identify=None) -> Any:
     if node_id in memo:
         return memo[node_id]
     node = prompt.get(node_id)
@@ -65,7 +74,8 @@ def _node(prompt: Mapping, node_id: str, memo: dict, path: set, known: Mapping) 
     path = path | {node_id}
     inputs = node.get("inputs", {}) if isinstance(node.get("inputs"), Mapping) else {}
     signature = {"class_type": node.get("class_type"),
-                 "inputs": {k: _value(prompt, v, memo, path, known) for k, v in sorted(inputs.items())}}
+                 "inputs": {k: _value(prompt, v, memo, path, known, identify)
+                            for k, v in sorted(inputs.items())}}
     memo[node_id] = signature
     return signature
 

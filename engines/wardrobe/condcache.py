@@ -13,7 +13,8 @@ conditioning.
 
 Key = hash(prompt, reference images, the latent's shape(s), the graph that produced the conditioning, format
 version): the node passes the signature of every node upstream of its conditioning input
-(`engines.common.prompt_graph.upstream_signature`: the text encoder's file, type and device, the VAE, the reference
+(`engines.common.prompt_graph.upstream_signature`: the text encoder's file (by identity: name, size, mtime and
+edge bytes, `fingerprint.named_files`), type and device, the VAE, the reference
 sizing, what feeds the canvas size...), so a different prompt, picture, canvas, encoder or encoder setting is a miss,
 never a stale hit, without anyone describing the encoder by hand. Tests fill the cache under the key the node
 computes (`conditioning_key` with that signature + `store_conditioning`), which is how CI runs the H3 workflow
@@ -30,7 +31,7 @@ from ..common.errors import InputError
 from ..common.prompt_graph import evaluated_links, upstream_signature
 
 NAMESPACE = "conditioning"
-VERSION = 2  # 2: keyed by the producing graph, not a hand-typed params string
+VERSION = 3  # 2: keyed by the producing graph, not a hand-typed params string; 3: its files by identity
 _TENSOR = "$tensor"
 
 
@@ -56,7 +57,7 @@ def conditioning_key(prompt: str, producer: Any = None, reference: Optional[torc
 
 
 def node_key(graph: Any, node_id: Any, prompt: str, reference: Optional[torch.Tensor] = None,
-             shapes: Sequence = (), canvas: Optional[dict] = None) -> str:
+             shapes: Sequence = (), canvas: Optional[dict] = None, identify=None) -> str:
     """The key the Conditioning Cache node computes in the API prompt ``graph`` (ComfyUI's hidden prompt) as node
     ``node_id``, from its evaluated inputs: ``prompt``, ``reference``, the latent's ``shapes`` (`latent_shapes`)
     and ``canvas`` (``{"width": .., "height": .., "length": ..}``, the linked ones).
@@ -64,12 +65,14 @@ def node_key(graph: Any, node_id: Any, prompt: str, reference: Optional[torch.Te
     The producer is the signature of the graph feeding the node's conditioning input, in which a link that also
     feeds one of the node's own evaluated inputs counts as the value it carried (the prompt text, the reference's
     content, the canvas numbers): a new clip giving the same canvas is a hit, a picture replaced under the same
-    file name is a miss.
+    file name is a miss. ``identify`` names the files behind widget values (`upstream_signature`: the node
+    passes `nodes.sources.picked_file`), so an encoder, VAE or picture file replaced under its old name is a miss
+    too.
     """
     values = {"prompt": prompt, "reference": content_hash(reference) if reference is not None else None,
               **(canvas or {})}
     known = evaluated_links(graph, node_id, values)
-    producer = upstream_signature(graph, node_id, ("conditioning",), known)
+    producer = upstream_signature(graph, node_id, ("conditioning",), known, identify)
     return conditioning_key(prompt, producer, reference, shapes)
 
 

@@ -1,7 +1,7 @@
 """The mask sequence cache: segment a loop once, reuse its masks on every later wardrobe run.
 
-Key = hash(source frames, prompt, the graph that produced the masks, format version), so a different clip, prompt or
-segmenter setting is a miss, never a stale hit. Storage is lossless: masks that are exactly 0/1 are bit-packed (1 bit per pixel), anything else
+Key = hash(source frames, prompt, the graph that produced the masks with its model and input files by identity,
+format version), so a different clip, prompt, segmenter setting or model file is a miss, never a stale hit. Storage is lossless: masks that are exactly 0/1 are bit-packed (1 bit per pixel), anything else
 is kept as float32. Entries live in the pack's content-hash cache (`engines.common.cache`), written atomically.
 
 Tests and other families may fill the cache with known masks through `store_masks` under the same key the node
@@ -19,7 +19,7 @@ from ..common.cache import ContentCache, content_hash
 from ..common.errors import InputError
 
 NAMESPACE = "wardrobe_masks"
-VERSION = 2  # 2: keyed by the producing graph, not a hand-typed params string
+VERSION = 3  # 2: keyed by the producing graph, not a hand-typed params string; 3: its files by identity
 
 _KEYS: dict = {}  # id(frames tensor) -> (weak reference to it, prompt, producer digest, key)
 
@@ -29,7 +29,9 @@ def mask_key(images: torch.Tensor, prompt: str, producer: Any = None) -> str:
 
     ``producer`` describes what made the masks: the node passes the signature of the graph feeding its mask inputs
     (`engines.common.prompt_graph.upstream_signature`: segmenter model, thresholds, prompts, interval...), so a
-    changed setting is a miss without anyone having to describe it by hand.
+    changed setting is a miss without anyone having to describe it by hand; its model files and input files
+    count by identity (`nodes.sources.picked_file`), so a model or mask video replaced under its old name is a
+    miss too.
     """
     producer_digest = content_hash(producer)
     # The node asks twice per run (before and after its lazy inputs) with the same tensor object; hashing a long

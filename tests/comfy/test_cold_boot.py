@@ -10,43 +10,15 @@ The shipped workflows (musetalk_lipsync, ditto_talking_head, broadcast_ditto) on
 """
 from __future__ import annotations
 
-import json
 import os
 
 import pytest
 
 from scripts.workflow_api import apply_overrides, load_workflow
 from tests.fixtures.server_memory import free
+from tests.fixtures.watch import run_watched as _run_watched
 from tests.workflow_cases import case_for, shipped_api_twin
 
-
-
-def _run_watched(comfy, prompt) -> tuple[dict, list[str]]:
-    """Queue `prompt`; return its history entry and the ids of the nodes that really executed (websocket)."""
-    import websocket
-
-    ws = websocket.create_connection(comfy.url.replace("http", "ws", 1) + f"/ws?clientId={comfy.client_id}",
-                                     timeout=300)
-    executed = []
-    try:
-        prompt_id = comfy.queue(prompt)
-        while True:
-            message = ws.recv()
-            if not isinstance(message, str):
-                continue
-            event = json.loads(message)
-            data = event.get("data", {})
-            if data.get("prompt_id") != prompt_id:
-                continue
-            if event["type"] == "executing":
-                if data.get("node") is None:
-                    break
-                executed.append(str(data["node"]))
-            elif event["type"] in ("execution_success", "execution_error", "execution_interrupted"):
-                break
-    finally:
-        ws.close()
-    return comfy.finish(prompt_id, timeout=300), executed
 
 
 def _forget_outputs(comfy) -> None:

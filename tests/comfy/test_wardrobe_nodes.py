@@ -55,14 +55,19 @@ def _file_source(name: str, channel: str = "red") -> dict:
     return {"9": {"class_type": "LoadImageMask", "inputs": {"image": name, "channel": channel}}}
 
 
-def test_cache_hit_never_runs_the_segmenter_and_a_changed_setting_is_a_miss(comfy):
-    """The mask source reads a file. After the entry is filled the file is corrupted, so the source fails whenever
-    it runs: a hit must not run it; a changed source setting (no hand-typed key involved) must run it."""
+def test_cache_hit_never_runs_the_segmenter_and_a_changed_setting_or_file_is_a_miss(comfy):
+    """The mask source reads a file. Which nodes ran is read from the websocket: after the entry is filled, a hit
+    never runs the source; a changed source setting (no hand-typed key involved), the file replaced under its old
+    name (other bytes, its old mtime) and refresh all run it."""
+    import os
+
     import numpy as np
     from PIL import Image
 
     from engines.export import reader
     from scripts import sample_clip
+    from tests.fixtures.server_memory import free
+    from tests.fixtures.watch import run_watched
 
     case_for("wardrobe_mask_check").prepare(comfy)  # makes the sample clip
     info = reader.probe(comfy.input_dir / sample_clip.SAMPLE_NAME)
@@ -70,21 +75,83 @@ def test_cache_hit_never_runs_the_segmenter_and_a_changed_setting_is_a_miss(comf
     name = f"mask_source_{uuid.uuid4().hex[:8]}.png"
     pixels = np.zeros((info.height, info.width, 3), dtype=np.uint8)
     pixels[: info.height // 2, :, 0] = 255
-    Image.fromarray(pixels).save(comfy.input_dir / name)
-    # Miss: the source runs and its masks are stored.
-    first = comfy.run(_cache_prompt(_file_source(name), key_text, frame_cap=1))
-    assert first["outputs"]["4"]["images"]
-    (comfy.input_dir / name).write_bytes(b"not a png any more")
-    # Hit: the (now failing) source is wired but never evaluated.
-    entry = comfy.run(_cache_prompt(_file_source(name), key_text, frame_cap=1))
-    assert entry["outputs"]["4"]["images"]
-    # The source's own setting changed: another key, so the source runs (and fails on the corrupt file).
-    err = comfy.run_error(_cache_prompt(_file_source(name, channel="green"), key_text, frame_cap=1))
-    assert err["node_id"] == "9"
-    # refresh forces the source to run again.
-    err = comfy.run_error(_cache_prompt(_file_source(name), key_text, mode="refresh", frame_cap=1))
-    assert err["node_id"] == "9"
+    path = comfy.input_dir / name
+    Image.fromarray(pixels).save(path)
 
+    def run(prompt):
+        free(comfy, unload_models=False, free_memory=True)  # ComfyUI forgets its outputs: only the pack's cache
+        entry, ran = run_watched(comfy, prompt)
+        assert entry["outputs"]["4"]["images"]
+        return ran
+
+    ran = run(_cache_prompt(_file_source(name), key_text, frame_cap=1))
+    assert "9" in ran and "2" in ran                        # miss: the source ran, its masks are stored
+    ran = run(_cache_prompt(_file_source(name), key_text, frame_cap=1))
+    assert "2" in ran and "9" not in ran                    # hit: the source is wired but never evaluated
+    ran = run(_cache_prompt(_file_source(name, channel="green"), key_text, frame_cap=1))
+    assert "9" in ran                                       # the source's own setting changed: another key
+    st = path.stat()
+    other = pixels.copy()
+    other[: info.height // 2, : info.width // 2, 0] = 0
+    Image.fromarray(other).save(path)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))  # the old mtime: only the bytes say it changed
+    ran = run(_cache_prompt(_file_source(name), key_text, frame_cap=1))
+    assert "9" in ran                                       # the same name with other bytes: another key
+    ran = run(_cache_prompt(_file_source(name), key_text, frame_cap=1))
+    assert "9" not in ran                                   # ... under which the new masks are now stored
+    ran = run(_cache_prompt(_file_source(name), key_text, mode="refresh", frame_cap=1))
+    assert "9" in ran                                       # refresh forces the source to run again
+
+
+def _swap_bytes(path, text: bytes) -> None:
+    """Replace the file's bytes with `text` (padded to its old size), keeping its size and mtime."""
+    import os
+
+    st = path.stat()
+    path.write_bytes(text.ljust(st.st_size, b"."))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+def test_mask_cache_misses_when_the_segmenter_model_file_is_swapped(comfy):
+    """An entry stored under the key computed here (the SAM3 folder's files by identity) is a hit: the SAM3 loader
+    (a folder that holds no model: it fails whenever it runs) is never evaluated. A file of that folder replaced
+    under the same name (same size and mtime, other bytes) is another key: the loader runs."""
+    import torch
+
+    from scripts import sample_clip
+    from tests.fixtures import wardrobe_workflow
+    from tests.fixtures.server_memory import free
+
+    case_for("wardrobe_mask_check").prepare(comfy)
+    folder = comfy.models_dir / "sam3" / f"swapped_{uuid.uuid4().hex[:8]}"
+    folder.mkdir(parents=True)
+    (folder / "model.safetensors").write_bytes(b"release one: not a model".ljust(4096, b"."))
+    (folder / "config.json").write_text("{}")
+    text = f"dress {uuid.uuid4().hex}"
+    prompt = {
+        "1": {"class_type": "BroadcastLoadVideo",
+              "inputs": {"video": sample_clip.SAMPLE_NAME, "frame_cap": 1, "skip_first_frames": 0,
+                         "target_fps": 0.0}},
+        "5": {"class_type": "BroadcastSam3Loader", "inputs": {"model_name": folder.name, "dtype": "auto"}},
+        "9": {"class_type": "BroadcastSam3VideoMask",
+              "inputs": {"sam3_model": ["5", 0], "images": ["1", 0], "prompts": text, "detection_threshold": 0.25,
+                         "detect_interval": 4, "max_objects": 4, "mask_threshold": 0.5, "output_mode": "per prompt",
+                         "keep_loaded": False}},
+        "2": {"class_type": "BroadcastMaskSequenceCache", "_meta": {"title": "Mask Cache"},
+              "inputs": {"images": ["1", 0], "prompt": text, "masks": ["9", 1], "mode": "use cache"}},
+        "3": {"class_type": "MaskToImage", "inputs": {"mask": ["2", 0]}},
+        "4": {"class_type": "PreviewImage", "inputs": {"images": ["3", 0]}},
+    }
+    frames = wardrobe_workflow.decoded_frames(comfy.input_dir / sample_clip.SAMPLE_NAME)[:1]
+    masks = torch.zeros(frames.shape[:3])
+    masks[:, : frames.shape[1] // 2] = 1.0
+    wardrobe_workflow.seed_mask_cache(comfy, prompt, frames, [masks])
+    entry = comfy.run(prompt)                               # hit: the loader would fail on this folder
+    assert entry["outputs"]["4"]["images"]
+    _swap_bytes(folder / "model.safetensors", b"release two: not a model either")
+    free(comfy, unload_models=False, free_memory=True)      # as after a restart: ComfyUI's own outputs forgotten
+    err = comfy.run_error(prompt)
+    assert err["node_id"] == "5", err                       # miss: the loader ran (and failed on the folder)
 
 
 def _conditioning_prompt(folder: str, text: str) -> dict:
@@ -105,7 +172,7 @@ def test_conditioning_cache_key_follows_the_graph_upstream(comfy):
 
     from engines.common.cache import ContentCache
     from engines.wardrobe import condcache
-    from tests.fixtures import tiny_wan
+    from tests.fixtures import tiny_wan, wardrobe_workflow
 
     names = tiny_wan.install(comfy.models_dir, comfy.output_dir, datasets_dir=comfy.base_dir / "datasets")
     good, bad = names["prompt_folder"], f"corrupt_prompt_{uuid.uuid4().hex[:8]}"
@@ -115,7 +182,8 @@ def test_conditioning_cache_key_follows_the_graph_upstream(comfy):
     text = f"conditioning-{uuid.uuid4().hex}"
     store = ContentCache(comfy.models_dir / "broadcast_cache")
     prompt = _conditioning_prompt(good, text)
-    key = condcache.node_key(prompt, "2", text)
+    identify = wardrobe_workflow.picked_file(comfy)
+    key = condcache.node_key(prompt, "2", text, identify=identify)
     assert not condcache.has_conditioning(store, key)
     comfy.run(prompt)  # miss: the loader runs, its conditioning is stored under the key computed here
     stored = condcache.load_conditioning(store, key)
@@ -123,8 +191,43 @@ def test_conditioning_cache_key_follows_the_graph_upstream(comfy):
     changed = _conditioning_prompt(bad, text)
     err = comfy.run_error(changed)
     assert err["node_id"] == "1", err
-    condcache.store_conditioning(store, condcache.node_key(changed, "2", text), stored)
+    condcache.store_conditioning(store, condcache.node_key(changed, "2", text, identify=identify), stored)
     comfy.run(changed)  # hit: the corrupt loader is wired but never evaluated
+
+
+def test_conditioning_cache_misses_when_the_text_encoder_file_is_swapped(comfy):
+    """An entry stored under the key computed here (the encoder file by identity) is a hit: core's CLIPLoader (a
+    file that is no text encoder: it fails whenever it runs) is never evaluated. The file replaced under the same
+    name (same size and mtime, other bytes) is another key: the loader runs."""
+    import torch
+
+    from engines.common.cache import ContentCache
+    from engines.wardrobe import condcache
+    from tests.fixtures import wardrobe_workflow
+    from tests.fixtures.server_memory import free
+
+    name = f"swapped_encoder_{uuid.uuid4().hex[:8]}.safetensors"
+    path = comfy.models_dir / "text_encoders" / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"release one: not an encoder".ljust(4096, b"."))
+    text = f"conditioning-{uuid.uuid4().hex}"
+    prompt = {
+        "1": {"class_type": "CLIPLoader", "inputs": {"clip_name": name, "type": "stable_diffusion",
+                                                     "device": "default"}},
+        "5": {"class_type": "CLIPTextEncode", "inputs": {"clip": ["1", 0], "text": text}},
+        "2": {"class_type": "BroadcastConditioningCache",
+              "inputs": {"prompt": text, "conditioning": ["5", 0], "mode": "use cache"}},
+        "3": {"class_type": "PreviewAny", "inputs": {"source": ["2", 1]}},
+    }
+    store = ContentCache(comfy.models_dir / "broadcast_cache")
+    key = condcache.node_key(prompt, "2", text, identify=wardrobe_workflow.picked_file(comfy))
+    condcache.store_conditioning(store, key, [[torch.zeros(1, 2, 8), {"pooled_output": None}]])
+    entry = comfy.run(prompt)                               # hit: the loader would fail on this file
+    assert key in str(entry["outputs"]["3"])
+    _swap_bytes(path, b"release two: not an encoder either")
+    free(comfy, unload_models=False, free_memory=True)      # as after a restart: ComfyUI's own outputs forgotten
+    err = comfy.run_error(prompt)
+    assert err["node_id"] == "1", err                       # miss: the loader ran (and failed on the file)
 
 
 def _box_crop_graph(video: str, frame_cap: int, padding: int) -> dict:

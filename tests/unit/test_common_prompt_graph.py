@@ -77,3 +77,62 @@ def test_a_link_whose_value_is_known_counts_as_that_value():
     other_encoder = {**prompt, "5": {**prompt["5"], "inputs": {"clip_name": "te2.safetensors"}}}
     assert key(other_encoder) != base
     assert evaluated_links(None, "4", {"width": 96}) == {} and evaluated_links(prompt, "9", {"width": 96}) == {}
+
+
+def _swap(path, text: bytes) -> None:
+    """Other bytes under the same name, with the old size and mtime: only the content says it changed."""
+    import os
+
+    st = path.stat()
+    path.write_bytes(text.ljust(st.st_size, b"."))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+def _model_folders(tmp_path):
+    """A models tree as ComfyUI has it: a SAM3 folder (a model picked by folder name) and an input folder."""
+    models, inputs = tmp_path / "models", tmp_path / "input"
+    sam3 = models / "sam3" / "sam3"
+    sam3.mkdir(parents=True)
+    (sam3 / "config.json").write_text('{"hidden_size": 8}')
+    (sam3 / "model.safetensors").write_bytes(b"weights, release one".ljust(200_000, b"."))
+    inputs.mkdir()
+    (inputs / "a.mp4").write_bytes(b"a clip".ljust(1000, b"."))
+    return [models / "sam3", models / "checkpoints", inputs], sam3
+
+
+def test_files_named_by_widget_values_count_by_identity(tmp_path):
+    """With `identify` (the node passes `nodes.sources.picked_file`), a model folder or input file replaced
+    under its old name, even with its old size and mtime, is another signature; the same files are the same one."""
+    from engines.common.fingerprint import named_files
+
+    folders, sam3 = _model_folders(tmp_path)
+
+    def key():
+        return content_hash(upstream_signature(PROMPT, "4", ("masks", "masks_2"),
+                                               identify=lambda text: named_files(text, folders)))
+
+    base = key()
+    assert key() == base and base != sig(PROMPT)                   # the files are part of it now
+    _swap(sam3 / "model.safetensors", b"weights, release two")     # a swapped model file: a miss
+    swapped = key()
+    assert swapped != base
+    (sam3 / "tokenizer.json").write_text("{}")                     # a file added to the model folder
+    assert key() != swapped
+    added = key()
+    _swap(tmp_path / "input" / "a.mp4", b"another clip")           # the clip the segmenter reads
+    assert key() != added
+
+
+def test_named_files_finds_only_relative_names_inside_the_folders(tmp_path):
+    from engines.common.fingerprint import named_files
+
+    folders, sam3 = _model_folders(tmp_path)
+    found = named_files("sam3", folders)
+    assert [f["name"] for f in found] == ["sam3"]
+    assert [f[0] for f in found[0]["files"]] == ["config.json", "model.safetensors"]
+    assert named_files("a.mp4", folders)[0]["size"] == 1000
+    for text in ("dress, corset", "", "../models/sam3", str(sam3), "x" * 5000, "bad\0name", "n" * 300):
+        assert named_files(text, folders) is None, text
+    (tmp_path / "models" / "checkpoints").mkdir()
+    (tmp_path / "models" / "checkpoints" / "sam3").symlink_to(sam3, target_is_directory=True)
+    assert named_files("sam3", folders) == found                   # one file reached twice counts once

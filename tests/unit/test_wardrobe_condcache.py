@@ -155,3 +155,28 @@ def test_conditioning_for_hits_stores_refreshes_and_names_a_missing_input(tmp_pa
     assert torch.equal(CC.conditioning_for(store, "k", other)[0][0], cond[0][0])  # the stored one wins
     assert torch.equal(CC.conditioning_for(store, "k", other, refresh=True)[0][0], other[0][0])
     assert torch.equal(CC.load_conditioning(store, "k")[0][0], other[0][0])
+
+
+def test_node_key_misses_when_the_encoder_file_is_swapped(tmp_path):
+    """The encoder, VAE and picture files count by identity (`identify`, as the node passes it): the same name
+    with other bytes (its old size and mtime kept) is another key."""
+    import os
+
+    from engines.common.fingerprint import named_files
+
+    folders = [tmp_path / "text_encoders", tmp_path / "vae", tmp_path / "input"]
+    for folder, name in zip(folders, ("te.safetensors", "vae.safetensors", "dress.png")):
+        folder.mkdir()
+        (folder / name).write_bytes(f"{name}, release one".encode().ljust(5000, b"."))
+
+    def key():
+        return CC.node_key(H3_GRAPH, "32", "a blue dress", None, SHAPES, CANVAS,
+                           identify=lambda text: named_files(text, folders))
+
+    base = key()
+    assert key() == base and base != _node_key()
+    path = folders[0] / "te.safetensors"
+    st = path.stat()
+    path.write_bytes(b"te.safetensors, release two".ljust(st.st_size, b"."))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert key() != base
