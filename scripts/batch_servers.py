@@ -5,6 +5,8 @@ Every kind offers the same operations to the runner's dispatcher (one thread per
 `submit(prompt, prompt_id)`, `wait(prompt_id, timeout)`, `lookup(prompt_id)`, `read(item, offset, size)`,
 `heal()` (restart a server this runner owns, or wait for one reached by URL to answer again) and `close()`.
 A server that stops answering raises `ServerDown`; the dispatcher then requeues the job elsewhere and heals it.
+Each server's client follows its websocket (connected before every POST /prompt if it dropped), so `wait` returns
+the moment the server says the prompt ended rather than at the next /history poll (scripts/comfy_ws.py).
 
 - `LaunchedServer`: a `ComfyServer` (scripts/comfy_server.py) in its own base folder, sharing one models folder,
   with ``PR_SET_PDEATHSIG`` so the ComfyUI process dies with its owner even if the owner is SIGKILLed;
@@ -76,8 +78,11 @@ class _Backend:
 
     def submit(self, prompt: dict, prompt_id: str) -> None:
         """POST /prompt with our id; a rejection raises `PromptFailed` (the job is invalid as written)."""
+        client = self._need()
+        if not client.watching():
+            client.watch()  # ComfyUI tells only a connected client that its prompt ended; without it, wait polls
         try:
-            self._need().queue(prompt, prompt_id=prompt_id)
+            client.queue(prompt, prompt_id=prompt_id)
         except PromptFailed:
             raise
         except (OSError, ServerError) as exc:
@@ -179,6 +184,7 @@ class UrlServer(_Backend):
 
     def close(self) -> None:
         """Not ours: it keeps running (a prompt still queued there is adopted by the next run)."""
+        self.client.unwatch()
 
 
 class LaunchedServer(_Backend):
@@ -251,13 +257,16 @@ class LaunchedServer(_Backend):
 
     def close(self) -> None:
         if self.server is not None:
+            self.server.unwatch()
             self.server.stop()
 
 
 def fetch(server, item: dict, dest: Path) -> tuple[str, int]:
     """Copy one output file to `dest` chunk by chunk (through `server.read`); returns (sha256, bytes).
 
-    Written to `<dest>.part` and renamed, so an interrupted copy never leaves a file that looks finished.
+    Written to `<dest>.part` and renamed, so an interrupted copy never leaves a file that looks finished; the
+    file and then its folder are fsync'ed, so once the `done` record (written after this) is on disk, so is the
+    file under its name. A read shorter than asked for is the end of the file (no extra request to find it).
     """
     dest.parent.mkdir(parents=True, exist_ok=True)
     part = dest.with_name(dest.name + ".part")
@@ -265,17 +274,22 @@ def fetch(server, item: dict, dest: Path) -> tuple[str, int]:
     try:
         with open(part, "wb") as f:
             while True:
-                chunk = server.read(item, size)
-                if not chunk:
-                    break
+                chunk = server.read(item, size, READ_CHUNK)
                 f.write(chunk)
                 digest.update(chunk)
                 size += len(chunk)
+                if len(chunk) < READ_CHUNK:
+                    break
             f.flush()
             os.fsync(f.fileno())
         if size == 0:
             raise OutputMissing(f"{getattr(server, 'name', 'server')}: output {item['filename']} is empty or missing")
         os.replace(part, dest)
+        folder = os.open(dest.parent, os.O_RDONLY)
+        try:
+            os.fsync(folder)
+        finally:
+            os.close(folder)
     finally:
         if part.exists():
             part.unlink()

@@ -1,7 +1,9 @@
 """The HTTP API of a running ComfyUI: queue a prompt, follow it through /history, read /object_info, interrupt.
 
-Used by the `comfy` test fixture (through `ComfyServer`, which also owns the process) and by
-`scripts/run_workflow.py --url`. Only the standard library is used.
+Used by the `comfy` test fixture (through `ComfyServer`, which also owns the process), by
+`scripts/run_workflow.py --url` and by the batch runner, which also calls `watch()`: the client then follows its
+websocket (scripts/comfy_ws.py) and `wait` wakes the moment the server says a prompt ended, instead of at the next
+/history poll. Only the standard library is used.
 """
 from __future__ import annotations
 
@@ -54,6 +56,29 @@ class ComfyClient:
         self.url = url.rstrip("/")
         # A client_id is sent with every prompt: without one, a fully cached run's history has no outputs.
         self.client_id = uuid.uuid4().hex
+        self.watcher = None  # a PromptWatcher on this client's websocket, after watch()
+
+    def watch(self) -> bool:
+        """Follow this client's websocket from now on (reconnecting if it was); False if it cannot be reached.
+
+        Call it before queueing: ComfyUI sends a prompt's end only to a connected client.
+        """
+        from scripts.comfy_ws import PromptWatcher
+
+        self.unwatch()
+        try:
+            self.watcher = PromptWatcher(self.url, self.client_id)
+        except OSError:
+            self.watcher = None
+        return self.watcher is not None
+
+    def watching(self) -> bool:
+        return self.watcher is not None and self.watcher.connected
+
+    def unwatch(self) -> None:
+        watcher, self.watcher = self.watcher, None
+        if watcher is not None:
+            watcher.close()
 
     # -- plain HTTP -------------------------------------------------------------------------------------------
     def request(self, method: str, path: str, body: Any = None, timeout: float = 60) -> tuple[int, Any]:
@@ -128,6 +153,8 @@ class ComfyClient:
     def wait(self, prompt_id: str, timeout: float = 300, on_poll=None) -> dict:
         """Poll /history until the prompt is finished (success or error); return its history entry.
 
+        Between polls it sleeps, growing the delay from 50 ms to 0.5 s; a client that `watch()`es its websocket
+        instead waits on it, woken the moment the prompt ends, and polls only every second or so meanwhile.
         On timeout the prompt is removed from the queue (or interrupted if it runs) and `TimeoutError` is raised.
         """
         deadline = time.monotonic() + timeout
@@ -144,8 +171,13 @@ class ComfyClient:
             if time.monotonic() > deadline:
                 self.cancel(prompt_id)
                 raise TimeoutError(f"prompt {prompt_id} did not finish within {timeout:.0f} s (interrupted)")
-            time.sleep(delay)
-            delay = min(delay * 1.5, 0.5)
+            watcher = self.watcher
+            if watcher is not None and watcher.connected:
+                watcher.wait_for(prompt_id, min(delay, max(deadline - time.monotonic(), 0)))
+                delay = min(delay * 1.5, 1.0)
+            else:
+                time.sleep(delay)
+                delay = min(delay * 1.5, 0.5)
 
     def cancel(self, prompt_id: str) -> None:
         """Drop a prompt from the queue, or interrupt it if it is the one running."""

@@ -85,6 +85,13 @@ class JobRun:
         return max(numbers, default=0) + 1
 
 
+class Attempt:
+    """One attempt of a job that is on a server: posted by this run, or adopted from the ledger."""
+
+    def __init__(self, run: JobRun, number: int, prompt_id: str, started: float):
+        self.run, self.number, self.prompt_id, self.started = run, number, prompt_id, started
+
+
 class WorkQueue:
     """Jobs waiting for a server. A job requeued after a failure avoids the server it failed on while another is up."""
 
@@ -104,17 +111,30 @@ class WorkQueue:
             self.cond.notify_all()
 
     def take(self, server: str, others_up) -> Optional[JobRun]:
+        """The next job this server may run, waiting for one while others are in flight (they may be requeued);
+        None when the batch is over."""
         with self.cond:
             while not self.stopping:
-                for i, (run, avoid) in enumerate(self.pending):
-                    if server not in avoid or not others_up():
-                        del self.pending[i]
-                        self.in_flight += 1
-                        return run
+                run = self._first(server, others_up)
+                if run is not None:
+                    return run
                 if not self.pending and self.in_flight == 0:
                     return None
                 self.cond.wait(0.5)
             return None
+
+    def take_now(self, server: str, others_up) -> Optional[JobRun]:
+        """The next job this server may run if one is waiting now, else None (never blocks)."""
+        with self.cond:
+            return None if self.stopping else self._first(server, others_up)
+
+    def _first(self, server: str, others_up) -> Optional[JobRun]:
+        for i, (run, avoid) in enumerate(self.pending):
+            if server not in avoid or not others_up():
+                del self.pending[i]
+                self.in_flight += 1
+                return run
+        return None
 
     def task_done(self) -> None:
         with self.cond:
@@ -181,6 +201,13 @@ class BatchRunner:
         if run is not None:
             run.history.add(record)
         return record
+
+    def record_many(self, items: list[tuple[JobRun, str, dict]]) -> None:
+        """Records nothing waits on one by one (the `job` records of a run): one write, one fsync."""
+        written = self.ledger.append_many([{"state": state, **fields, "key": run.job.key}
+                                           for run, state, fields in items])
+        for (run, _, _), record in zip(items, written):
+            run.history.add(record)
 
     # -- before the first job -----------------------------------------------------------------------------------
     def start_servers(self) -> None:
@@ -270,10 +297,10 @@ class BatchRunner:
     def plan(self) -> None:
         """Skip what is done, adopt what is in flight on a server of this run, queue the rest."""
         by_url = {slot.url: slot for slot in self.slots}
+        self.record_many([(run, "job", run.job.describe()) for run in self.runs if run.state != "invalid"])
         for run in self.runs:
             if run.state == "invalid":
                 continue
-            self.record(run, "job", **run.job.describe())
             done = run.history.done_record()
             if done is not None:
                 why_not = verify_done(done)
@@ -301,18 +328,31 @@ class BatchRunner:
 
     # -- dispatch -----------------------------------------------------------------------------------------------
     def serve(self, slot: Slot) -> None:
-        """One server's loop: adopted prompts first, then jobs from the queue; heal the server when it dies."""
+        """One server's loop: adopted prompts first, then jobs from the queue; heal the server when it dies.
+
+        The next job is posted the moment the server has finished the previous prompt (`_finish`), before that
+        prompt's outputs are copied and its `done` record written: the server never waits for the runner's
+        bookkeeping, and it still holds one prompt at a time (a job is taken only when this server is free, so a
+        slow server takes fewer jobs).
+        """
         for run, flight in slot.adopt:
-            self._attempt(slot, run, flight=flight)
-        while not self.queue.stopping:
+            self._finish(slot, self._adopt(slot, run, flight), take_next=False)
+        ahead: Optional[Attempt] = None  # posted here while the previous attempt's outputs were being copied
+        while ahead is not None or not self.queue.stopping:
+            if ahead is not None:
+                ahead = self._finish(slot, ahead)
+                continue
             if not slot.up:
                 if not self._heal(slot):
                     return
                 continue
-            run = self.queue.take(slot.name, lambda: any(s.up for s in self.slots if s is not slot))
+            run = self.queue.take(slot.name, lambda: self._others_up(slot))
             if run is None:
                 return
-            self._attempt(slot, run)
+            ahead = self._submit(slot, run)
+
+    def _others_up(self, slot: Slot) -> bool:
+        return any(s.up for s in self.slots if s is not slot)
 
     def _heal(self, slot: Slot) -> bool:
         while not self.queue.finished():
@@ -332,44 +372,82 @@ class BatchRunner:
         slot.status = "stopped"
         return False
 
-    def _attempt(self, slot: Slot, run: JobRun, flight: Optional[dict] = None) -> None:
-        """Run (or adopt) one attempt of a job on this server and record its outcome."""
-        t0, attempt = time.monotonic(), 0
+    def _running(self, slot: Slot, run: JobRun, t0: float) -> None:
         slot.job, slot.job_started, slot.status = run, t0, "running"
         run.state, run.server = "running", slot.name
+
+    def _submit(self, slot: Slot, run: JobRun) -> Optional[Attempt]:
+        """Post a new attempt of a job (taken from the queue) to this server; None if that failed (recorded)."""
+        t0, attempt = time.monotonic(), 0
+        self._running(slot, run, t0)
         try:
-            if flight is None:
-                attempt = run.next_attempt()
-                prefix = f"{run.job.key}-a{attempt}-{self.token}"
-                # ComfyUI 0.33.0 accepts only canonical UUIDs as prompt ids (0.3.75 took any string): one derived
-                # from the attempt's name, so the id is still known before POST /prompt and unique per attempt.
-                prompt_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"broadcast-avatar/batch/{prefix}"))
-                prompt = unique_prefixes(run.prompt, prefix)
-                run.tries += 1
-                # Written before POST /prompt: a runner that dies in between still finds the prompt on resume.
-                self.record(run, "submitted", attempt=attempt, server=slot.name, url=slot.url,
-                            prompt_id=prompt_id, prefix=prefix)
-                slot.server.submit(prompt, prompt_id)
-            else:
-                attempt, prompt_id = flight["attempt"], flight["prompt_id"]
-                run.how = "adopted"
-                self.progress.event(f"{run.job.name}: adopted prompt {prompt_id} from {slot.name}")
-            entry = slot.server.wait(prompt_id, self.job_timeout, lambda: self.queue.stopping)
+            attempt = run.next_attempt()
+            prefix = f"{run.job.key}-a{attempt}-{self.token}"
+            # ComfyUI 0.33.0 accepts only canonical UUIDs as prompt ids (0.3.75 took any string): one derived
+            # from the attempt's name, so the id is still known before POST /prompt and unique per attempt.
+            prompt_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"broadcast-avatar/batch/{prefix}"))
+            prompt = unique_prefixes(run.prompt, prefix)
+            run.tries += 1
+            # Written (and fsync'ed) before POST /prompt: a runner that dies in between still finds the prompt on
+            # resume, so it is adopted, never posted again.
+            self.record(run, "submitted", attempt=attempt, server=slot.name, url=slot.url,
+                        prompt_id=prompt_id, prefix=prefix)
+            slot.server.submit(prompt, prompt_id)
+            return Attempt(run, attempt, prompt_id, t0)
+        except Exception as exc:
+            self._failed_attempt(slot, run, attempt, exc)
+            self._release(slot, run)
+            return None
+
+    def _adopt(self, slot: Slot, run: JobRun, flight: dict) -> Attempt:
+        self._running(slot, run, time.monotonic())
+        run.how = "adopted"
+        self.progress.event(f"{run.job.name}: adopted prompt {flight['prompt_id']} from {slot.name}")
+        return Attempt(run, flight["attempt"], flight["prompt_id"], slot.job_started)
+
+    def _finish(self, slot: Slot, att: Attempt, take_next: bool = True) -> Optional[Attempt]:
+        """Wait for an attempt on its server and record its outcome; returns the next attempt if one was posted.
+
+        Once the server has finished this prompt (and only if it succeeded there), the next job waiting in the
+        queue is posted before this one's outputs are copied, hashed and recorded.
+        """
+        run, ahead = att.run, None
+        try:
+            entry = slot.server.wait(att.prompt_id, self.job_timeout, lambda: self.queue.stopping)
+            if take_next and slot.up:
+                nxt = self.queue.take_now(slot.name, lambda: self._others_up(slot))
+                if nxt is not None:
+                    ahead = self._submit(slot, nxt)
             files = self._collect(slot, run, entry)
-            run.seconds = round(time.monotonic() - t0, 3)
+            run.seconds = round(time.monotonic() - att.started, 3)
             run.files, run.qc = files, qc_verdicts(entry)
-            self.record(run, "done", attempt=attempt, server=slot.name, prompt_id=prompt_id, files=files,
+            self.record(run, "done", attempt=att.number, server=slot.name, prompt_id=att.prompt_id, files=files,
                         qc=run.qc, seconds=run.seconds)
             run.state, run.how = "done", run.how or "ran"
             slot.done += 1
             self.progress.done(run)
-        except Stopped:
+        except Exception as exc:
+            self._failed_attempt(slot, run, att.number, exc)
+        finally:
+            self._release(slot, run)
+        return ahead
+
+    def _release(self, slot: Slot, run: JobRun) -> None:
+        if slot.job is run:
+            slot.job = None
+            if slot.up:
+                slot.status = "idle"
+        self.queue.task_done()
+
+    def _failed_attempt(self, slot: Slot, run: JobRun, attempt: int, exc: Exception) -> None:
+        """Record why an attempt did not finish: retried (bounded), failed, invalid, or left for the next run."""
+        if isinstance(exc, Stopped):
             run.state = "stopped"
-        except ServerDown as exc:
+        elif isinstance(exc, ServerDown):
             slot.up, slot.status = False, "down"
             self.progress.event(f"{slot.name} is down ({exc}); {run.job.name} goes to another server")
             self._retry(run, slot, attempt, "server_down", str(exc))
-        except PromptFailed as exc:
+        elif isinstance(exc, PromptFailed):
             if exc.payload.get("rejected"):
                 run.state, run.error = "invalid", str(exc)
                 self.record(run, "invalid", attempt=attempt, error=str(exc))
@@ -378,16 +456,12 @@ class BatchRunner:
                 run.execution_errors += 1
                 self._retry(run, slot, attempt, "execution_error", str(exc),
                             final=run.execution_errors >= MAX_EXECUTION_ERRORS)
-        except (TimeoutError, OutputMissing) as exc:
+        elif isinstance(exc, (TimeoutError, OutputMissing)):
             self._retry(run, slot, attempt, "timeout" if isinstance(exc, TimeoutError) else "no_output", str(exc))
-        except Exception as exc:  # a defect here must not lose the job: it is recorded and bounded like the rest
-            self.progress.event(f"{run.job.name}: unexpected error on {slot.name}:\n{traceback.format_exc()}")
+        else:  # a defect here must not lose the job: it is recorded and bounded like the rest
+            self.progress.event(f"{run.job.name}: unexpected error on {slot.name}:\n"
+                                + "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
             self._retry(run, slot, attempt, "internal", f"{type(exc).__name__}: {exc}")
-        finally:
-            slot.job = None
-            if slot.up:
-                slot.status = "idle"
-            self.queue.task_done()
 
     def _collect(self, slot: Slot, run: JobRun, entry: dict) -> list[dict]:
         items = output_items(entry)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -180,6 +181,7 @@ class InProcessServer:
         self.executed: list[str] = []
         self.restarts = 0
         self.prompts: dict = {}
+        self.history: dict = {}  # like ComfyUI's: a prompt runs once; waiting on it again reads its entry
 
     def start(self):
         return {"url": f"inproc://{self.name}", "pid": None}
@@ -208,6 +210,8 @@ class InProcessServer:
         self.prompts[prompt_id] = (what, prompt)
 
     def wait(self, prompt_id, timeout, should_stop=None):
+        if prompt_id in self.history:
+            return self.history[prompt_id]
         what, prompt = self.prompts[prompt_id]
         if what == "error":
             raise PromptFailed("node 1 (TestSave): RuntimeError: boom", {"exception_type": "RuntimeError"})
@@ -219,7 +223,9 @@ class InProcessServer:
             outputs = {"1": {"files": [{"filename": name, "subfolder": "", "type": "output"}]}}
         if what == "qc_fail":
             outputs["9"] = {"broadcast_qc": [{"verdict": "fail", "failed": ["black_frames"], "report": {}}]}
-        return {"outputs": outputs, "status": {"status_str": "success", "completed": True, "messages": []}}
+        self.history[prompt_id] = {"outputs": outputs,
+                                   "status": {"status_str": "success", "completed": True, "messages": []}}
+        return self.history[prompt_id]
 
     def lookup(self, prompt_id):
         return "finished" if prompt_id in self.prompts else "unknown"
@@ -277,6 +283,77 @@ def test_resume_skips_done_reruns_corrupt_and_qc_fail_is_exit_5(tmp_path, workfl
     assert len(a.executed) == 4
     a.script = {}
     assert _runner(tmp_path, workflow, [1, 3], [a]).run() == EXIT_OK
+
+
+class SlowCopyServer(InProcessServer):
+    """Its first output copy stalls until `gate` is set, as a slow read or a runner killed while copying would."""
+
+    def __init__(self, *args, **kw):
+        super().__init__(*args, **kw)
+        self.copying, self.gate = threading.Event(), threading.Event()
+
+    def read(self, item, offset, size=1 << 20):
+        if not self.copying.is_set():
+            self.copying.set()
+            self.gate.wait(20)
+        return super().read(item, offset, size)
+
+
+def test_the_next_job_is_posted_before_the_last_is_recorded_and_a_crash_then_loses_and_reruns_nothing(
+        tmp_path, workflow):
+    """The server gets its next prompt as soon as it finished the last one, before that one's outputs are copied
+    and its `done` record written. A runner killed in that window leaves both attempts `submitted` on disk (each
+    record fsync'ed before its POST /prompt): the next run adopts both, posts neither again, and nothing runs twice.
+    A copy of the ledger file taken in the window is exactly what a SIGKILL would leave."""
+    a = SlowCopyServer("a", tmp_path / "a")
+    first = _runner(tmp_path, workflow, [1, 2], [a])
+    thread = threading.Thread(target=first.run, daemon=True)
+    thread.start()
+    try:
+        assert a.copying.wait(20), "the first job's outputs were never copied"
+        deadline = time.monotonic() + 20
+        while len(a.prompts) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        crashed = tmp_path / "crashed.jsonl"
+        crashed.write_bytes(first.ledger.path.read_bytes())
+        states = {h.key: h.state for h in Ledger(crashed).jobs().values()}
+        assert sorted(states.values()) == ["submitted", "submitted"], states  # j2 posted, j1 not yet done
+
+        batch = tmp_path / "b.jsonl"
+        resumed = BatchRunner(read_batch(batch), [a], Ledger(crashed), tmp_path / "out2")
+        assert resumed.run() == EXIT_OK
+        assert {r.job.name: r.how for r in resumed.runs} == {"j1": "adopted", "j2": "adopted"}
+        submitted = [r for r in Ledger(crashed).records() if r["state"] == "submitted"]
+        assert len(submitted) == 2 and len(a.prompts) == 2   # nothing posted again
+        assert sorted(a.executed) == sorted(a.prompts)       # each prompt ran once
+    finally:
+        a.gate.set()
+        thread.join(20)
+    assert first.exit_code() == EXIT_OK and sorted(a.executed) == sorted(a.prompts)
+
+
+def test_job_records_share_one_fsync_and_attempt_records_have_their_own(tmp_path, workflow, monkeypatch):
+    import os as os_module
+
+    synced = []
+    real_fsync = os_module.fsync
+    monkeypatch.setattr("scripts.batch_ledger.os.fsync", lambda fd: (synced.append(fd), real_fsync(fd)))
+    ledger = Ledger(tmp_path / "l.jsonl")
+    ledger.append_many([{"state": "job", "key": f"k{i}"} for i in range(5)])
+    assert len(synced) == 1 and [r["key"] for r in ledger.records()] == [f"k{i}" for i in range(5)]
+    with open(ledger.path, "ab") as f:
+        f.write(b'{"state": "job", "key": "torn')  # a crash in the middle of a many-line write
+    ledger.append_many([{"state": "job", "key": "k5"}, {"state": "job", "key": "k6"}])
+    assert [r["key"] for r in ledger.records()][-2:] == ["k5", "k6"]
+
+    a = InProcessServer("a", tmp_path / "a")
+    runner = _runner(tmp_path, workflow, [1, 2, 3], [a])
+    synced.clear()
+    assert runner.run() == EXIT_OK
+    states = [r["state"] for r in runner.ledger.records()]
+    # one for the 3 job records; one per submitted and per done record; the server record; each copied output
+    # and the folder it is renamed in
+    assert states.count("job") == 3 and len(synced) == 1 + 3 + 3 + 1 + 3 * 2
 
 
 def test_missing_models_refuse_the_batch_before_anything_is_queued(tmp_path):

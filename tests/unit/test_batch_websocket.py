@@ -1,0 +1,157 @@
+"""scripts/comfy_ws.py against a websocket server written here from RFC 6455 (no ComfyUI, no third-party client):
+the handshake and its accept key, fragments, ping/pong, long frames, binary frames, and the watcher's wake-up on
+ComfyUI's end-of-prompt message. The batch runner's use of it on real servers is in tests/comfy/test_batch_runner.py
+and benchmarks/bench_batch.py."""
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import socket
+import threading
+import time
+
+import pytest
+
+from scripts.comfy_ws import ACCEPT_GUID, PromptWatcher, WebSocket, WebSocketError
+
+
+def _frame(op: int, payload: bytes, fin: bool = True) -> bytes:
+    n = len(payload)
+    head = bytes([(0x80 if fin else 0) | op])
+    if n < 126:
+        head += bytes([n])
+    elif n < 1 << 16:
+        head += bytes([126]) + n.to_bytes(2, "big")
+    else:
+        head += bytes([127]) + n.to_bytes(8, "big")
+    return head + payload
+
+
+def _read_client_frame(conn: socket.socket) -> tuple[int, bytes]:
+    def exactly(n):
+        data = b""
+        while len(data) < n:
+            chunk = conn.recv(n - len(data))
+            assert chunk, "the client closed before sending a whole frame"
+            data += chunk
+        return data
+    b0, b1 = exactly(2)
+    assert b1 & 0x80, "a client frame must be masked"
+    n = b1 & 0x7F
+    if n == 126:
+        n = int.from_bytes(exactly(2), "big")
+    key, payload = exactly(4), exactly(n)
+    return b0 & 0x0F, bytes(b ^ key[i % 4] for i, b in enumerate(payload))
+
+
+class FakeServer:
+    """Accepts one websocket connection and plays `script(conn)`; records what the client sent and asked for."""
+
+    def __init__(self, script, accept=None):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(1)
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.script, self.accept = script, accept
+        self.request, self.received, self.error = "", [], None
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self):
+        conn, _ = self.sock.accept()
+        conn.settimeout(10)
+        try:
+            head = b""
+            while b"\r\n\r\n" not in head:
+                head += conn.recv(4096)
+            self.request = head.decode()
+            key = next(line.split(":", 1)[1].strip() for line in self.request.split("\r\n")
+                       if line.lower().startswith("sec-websocket-key:"))
+            accept = self.accept or base64.b64encode(hashlib.sha1((key + ACCEPT_GUID).encode()).digest()).decode()
+            conn.sendall(("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                          f"Sec-WebSocket-Accept: {accept}\r\n\r\n").encode())
+            self.script(conn, self)
+        except Exception as exc:  # reported by the test through self.error
+            self.error = exc
+        finally:
+            conn.close()
+            self.sock.close()
+
+
+def test_frames_fragments_ping_and_close():
+    long_text = "x" * 70000  # a 64-bit length
+
+    def script(conn, server):
+        conn.sendall(_frame(0x1, b'{"type": "sta', fin=False) + _frame(0x0, b'tus"}'))
+        conn.sendall(_frame(0x9, b"are you there"))
+        server.received.append(_read_client_frame(conn))
+        conn.sendall(_frame(0x2, b"\x00\x01preview") + _frame(0x1, long_text.encode()) + _frame(0x1, b"x" * 300))
+        conn.sendall(_frame(0x8, (1000).to_bytes(2, "big")))
+        server.received.append(_read_client_frame(conn))
+
+    server = FakeServer(script)
+    ws = WebSocket(server.url.replace("http", "ws") + "/ws?clientId=abc")
+    assert ws.recv() == '{"type": "status"}'          # two fragments, one message
+    assert ws.recv() == b"\x00\x01preview"             # the ping was answered in between
+    assert ws.recv() == long_text
+    assert ws.recv() == "x" * 300                      # a 16-bit length
+    assert ws.recv() is None and ws.closed             # the server's close, answered
+    server.thread.join(10)
+    assert server.error is None, server.error
+    assert server.request.startswith("GET /ws?clientId=abc HTTP/1.1\r\n")
+    assert server.received == [(0xA, b"are you there"), (0x8, (1000).to_bytes(2, "big"))]
+
+
+def test_a_wrong_accept_key_or_no_upgrade_is_refused():
+    server = FakeServer(lambda conn, s: None, accept="bm90IHRoZSBrZXk=")
+    with pytest.raises(WebSocketError, match="Sec-WebSocket-Accept"):
+        WebSocket(server.url + "/ws")
+
+    plain = socket.socket()
+    plain.bind(("127.0.0.1", 0))
+    plain.listen(1)
+
+    def answer():
+        conn, _ = plain.accept()
+        conn.recv(4096)
+        conn.sendall(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
+        conn.close()
+    threading.Thread(target=answer, daemon=True).start()
+    with pytest.raises(WebSocketError, match="404"):
+        WebSocket(f"http://127.0.0.1:{plain.getsockname()[1]}/ws")
+    plain.close()
+
+
+def test_the_watcher_wakes_on_the_end_of_its_prompt_only():
+    go = threading.Event()
+
+    def script(conn, server):
+        def send(kind, data):
+            conn.sendall(_frame(0x1, json.dumps({"type": kind, "data": data}).encode()))
+        send("status", {"status": {"exec_info": {"queue_remaining": 1}}, "sid": "abc"})
+        go.wait(10)
+        send("execution_start", {"prompt_id": "p1"})
+        send("executing", {"node": "3", "prompt_id": "p1"})   # a node, not the end
+        send("execution_success", {"prompt_id": "p1"})       # before /history has the entry: not the end either
+        time.sleep(0.3)
+        send("executing", {"node": None, "prompt_id": "p1"})  # written to history, then this
+        time.sleep(0.3)
+        conn.sendall(_frame(0x8, b""))
+        _read_client_frame(conn)
+
+    server = FakeServer(script)
+    watcher = PromptWatcher(server.url, "abc")
+    assert "clientId=abc" in server.request
+    assert not watcher.wait_for("p1", 0.05)
+    t0 = time.monotonic()
+    go.set()
+    assert watcher.wait_for("p1", 5)
+    assert 0.25 < time.monotonic() - t0 < 3             # woken by the end, not by execution_success
+    assert watcher.wait_for("p1", 0)                    # remembered
+    assert not watcher.wait_for("p2", 0.01)
+    t0 = time.monotonic()
+    assert not watcher.wait_for("p2", 10) and not watcher.connected
+    assert time.monotonic() - t0 < 3                    # a closed connection wakes the waiter (it polls instead)
+    watcher.close()
+    assert server.error is None, server.error
