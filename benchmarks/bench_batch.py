@@ -7,20 +7,27 @@ Printed side by side, one run:
   2x; what is left below that is the runner's share and the machine's other load.
 - **shared**: both servers free to use every core (2 shared cores here: CPU-bound, so well under 2x).
 - cores used: the servers' CPU seconds (user + system, from /proc) divided by the batch's wall time.
-- overhead: the runner (prompt preparation, ledger appends with fsync, output copy with sha256, progress) against a
-  loop that only POSTs each prompt (with its own prefix, so nothing is cached) and polls /history, same server,
-  alternating, best of `--repeats`: in wall time (noisy on a shared machine) and in the runner process's own CPU
-  time (what the runner itself costs, whatever else runs).
+- overhead: the runner (prompt preparation, ledger appends with fsync, output copy with sha256, progress) against
+  two bare loops that only POST each prompt (with its own prefix, so nothing is cached) and wait for it, same
+  server, alternating (each repeat in another order), `--repeats` times: one polls /history (50 ms growing to
+  0.5 s, as ComfyClient.wait does), one waits on the websocket for the prompt's end (the fastest a client that
+  queues one prompt at a time can go). For each: wall time per job (best run); the time per job the server sat
+  idle waiting for its client (wall minus the server's own execution time, from the execution_start and
+  execution_success time stamps in its /history; mean of the runs); the median gap between prompts and the number
+  of long ones (see PAUSE); the client process's own CPU time. Load on the machine stretches execution, and so
+  the wall time, far more than the idle time.
 Server start-up is outside every timing. Timings are never pass/fail.
 
     bash scripts/bench.sh batch [--jobs 8] [--repeats 2] [--seconds 4]
     bash scripts/bench.sh batch --quick        # 4 jobs, one repeat
+    bash scripts/bench.sh batch --overhead-only --jobs 24 --repeats 3   # one server, the overhead alone
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -40,6 +47,11 @@ from scripts.run_workflow import prepare_prompt  # noqa: E402
 from scripts.sample_clip import SAMPLE_NAME, make_sample_clip  # noqa: E402
 
 WORKFLOW = ROOT / "workflows" / "api" / "demo_export.api.json"
+# ComfyUI's prompt worker runs gc.collect() after a prompt at most every 10 s (main.py), holding the GIL: here about
+# 0.5 s in which the server neither starts the next prompt nor answers. It falls in whichever loop runs then: the
+# noise in the mean idle time. Gaps longer than this are counted (a polling client makes such gaps too), and the
+# median gap is not moved by them.
+PAUSE = 0.25
 
 
 class Quiet(Progress):
@@ -95,17 +107,35 @@ def run_batch(servers, folder: Path, n: int, tag: str, clip: Path) -> tuple[floa
     return wall, sum(cpu_seconds(s.proc.pid) for s in servers) - cpu0, setup
 
 
-def bare_loop(server: ComfyServer, folder: Path, n: int, tag: str) -> float:
-    """POST /prompt and poll /history for each job, nothing else."""
+def bare_loop(server: ComfyServer, folder: Path, n: int, tag: str, websocket: bool = False) -> float:
+    """POST /prompt and wait for each job (polling /history, or woken by the websocket), nothing else."""
     jobs = read_batch(write_batch(folder, n, tag))
     info = server.object_info()
     prompts = [unique_prefixes(prepare_prompt(j.workflow, j.overrides, info), f"{j.key}-{tag}") for j in jobs]
-    own0 = time.process_time()
-    t0 = time.perf_counter()
-    for prompt in prompts:
-        server.finish(server.queue(prompt), 600)
-    bare_loop.own_cpu = time.process_time() - own0
-    return time.perf_counter() - t0
+    if websocket and not server.watch():
+        raise SystemExit(f"no websocket at {server.url}")
+    bare_loop.ids = []
+    try:
+        own0 = time.process_time()
+        t0 = time.perf_counter()
+        for prompt in prompts:
+            bare_loop.ids.append(server.queue(prompt))
+            server.finish(bare_loop.ids[-1], 600)
+        wall = time.perf_counter() - t0
+        bare_loop.own_cpu = time.process_time() - own0
+    finally:
+        server.unwatch()
+    return wall
+
+
+def execution_times(server: ComfyServer, prompt_ids) -> tuple[float, list[float]]:
+    """From the server's /history: its execution time of these prompts (execution_start to execution_success,
+    summed) and the gaps between them (one prompt's execution_success to the next one's execution_start)."""
+    spans = []
+    for prompt_id in prompt_ids:
+        stamps = {kind: data.get("timestamp") for kind, data in server.history(prompt_id)["status"]["messages"]}
+        spans.append((stamps["execution_start"] / 1000, stamps["execution_success"] / 1000))
+    return sum(end - start for start, end in spans), [b[0] - a[1] for a, b in zip(spans, spans[1:])]
 
 
 def main() -> None:
@@ -114,6 +144,8 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--seconds", type=float, default=4.0, help="length of the sample clip each job exports")
     ap.add_argument("--quick", action="store_true", help="4 jobs, one repeat: a smoke run")
+    ap.add_argument("--overhead-only", action="store_true",
+                    help="skip the 1 vs 2 servers throughput; measure the overhead on one server only")
     args = ap.parse_args()
     if args.quick:
         args.jobs, args.repeats = 4, 1
@@ -123,6 +155,15 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-batch-") as tmp:
         tmp = Path(tmp)
         clip = make_sample_clip(tmp / SAMPLE_NAME, seconds=args.seconds)
+        if args.overhead_only:
+            a = start_server(tmp / "overhead", None)
+            try:
+                run_batch([a], tmp / "warm", 1, "warm", clip)  # first-run imports and caches
+                overhead(a, tmp, args, clip)
+            finally:
+                a.stop()
+            print(f"load average at the end: {os.getloadavg()[0]:.1f}")
+            return
         rows = []
         modes = [("shared", None, None)]
         if len(cores) >= 2:
@@ -153,27 +194,54 @@ def main() -> None:
         print(f"{'mode':<8} {'servers':>7} {'wall s':>8} {'jobs/s':>7} {'cores used':>10}")
         for mode, count, wall, rate, used in rows:
             print(f"{mode:<8} {count:>7} {wall:>8.2f} {rate:>7.3f} {used:>10.2f}")
+        print(f"load average at the end: {os.getloadavg()[0]:.1f}")
 
 
 def overhead(server: ComfyServer, tmp: Path, args, clip: Path) -> None:
-    bare, runner, setup, bare_cpu, runner_cpu = [], [], [], [], []
-    for r in range(args.repeats):
-        bare.append(bare_loop(server, tmp / f"bare-{r}", args.jobs, f"bare{r}"))
-        bare_cpu.append(bare_loop.own_cpu)
-        wall, _, once = run_batch([server], tmp / f"run-{r}", args.jobs, f"run{r}", clip)
-        runner.append(wall)
-        runner_cpu.append(run_batch.own_cpu)
-        setup.append(once)
-    b, w = min(bare), min(runner)
-    per_job = (w - b) / args.jobs
-    print(f"overhead: bare POST /prompt loop {b / args.jobs:.3f} s/job, runner + ledger {w / args.jobs:.3f} s/job: "
-          f"{per_job * 1000:+.0f} ms per job ({100 * per_job / (b / args.jobs):+.1f} % of a job); once per batch "
-          f"{min(setup):.2f} s (/object_info of every server, the checks, job records)")
-    extra_cpu = (min(runner_cpu) - min(bare_cpu)) / args.jobs
-    print(f"overhead in CPU time (not disturbed by the machine's other load): the runner's process "
-          f"{min(runner_cpu) / args.jobs * 1000:.0f} ms/job, "
-          f"the bare loop's {min(bare_cpu) / args.jobs * 1000:.0f} ms/job: "
-          f"{extra_cpu * 1000:+.0f} ms per job = {100 * extra_cpu / (b / args.jobs):+.1f} % of a job's wall time")
+    loops = {"bare, polling /history": [], "bare, websocket": [], "runner + ledger": []}
+    setup = []
+    names = list(loops)
+    for r in range(args.repeats):  # alternating, each repeat in another order: the machine's load drifts over all
+        for name in names[r % 3:] + names[:r % 3]:
+            if name.startswith("bare"):
+                ws = "websocket" in name
+                wall = bare_loop(server, tmp / f"bare-{r}", args.jobs, f"{'ws' if ws else 'poll'}{r}", ws)
+                ids, cpu = bare_loop.ids, bare_loop.own_cpu
+            else:
+                wall, _, once = run_batch([server], tmp / f"run-{r}", args.jobs, f"run{r}", clip)
+                setup.append(once)
+                ledger = Ledger(tmp / f"run-{r}" / f"run{r}.ledger.jsonl")
+                ids, cpu = [rec["prompt_id"] for rec in ledger.records() if rec["state"] == "submitted"], \
+                    run_batch.own_cpu
+            assert len(ids) == args.jobs, (name, ids)
+            execution, gaps = execution_times(server, ids)
+            pauses = [g for g in gaps if g > PAUSE]
+            loops[name].append({"wall": wall / args.jobs, "idle": (wall - execution) / args.jobs,
+                                "pauses": len(pauses), "gaps": gaps, "cpu": cpu / args.jobs})
+    rows = {}
+    for name, runs in loops.items():
+        rows[name] = {"wall": min(r["wall"] for r in runs),
+                      "idle": statistics.mean(r["idle"] for r in runs),
+                      "pauses": sum(r["pauses"] for r in runs),
+                      "gap": statistics.median(g for r in runs for g in r["gaps"]),
+                      "cpu": min(r["cpu"] for r in runs)}
+    print(f"overhead per job, {args.repeats} x {args.jobs} jobs on one server: wall (best run); the server idle, "
+          f"waiting for its client (wall minus the server's execution time, mean of the runs); the median gap from "
+          f"one prompt's end to the next one's start, and the gaps over {PAUSE:g} s (the server's gc pauses, or "
+          f"polling); the client process's CPU (best run)")
+    print(f"  {'loop':<24} {'wall s':>7} {'idle ms':>8} {'gap ms':>7} {'long':>5} {'CPU ms':>7}")
+    for name, row in rows.items():
+        print(f"  {name:<24} {row['wall']:>7.3f} {row['idle'] * 1000:>8.1f} {row['gap'] * 1000:>7.1f} "
+              f"{row['pauses']:>5} {row['cpu'] * 1000:>7.1f}")
+    runner = rows["runner + ledger"]
+    for name in ("bare, websocket", "bare, polling /history"):
+        bare = rows[name]
+        job = bare["wall"]
+        print(f"runner vs {name}: server idle {(runner['idle'] - bare['idle']) * 1000:+.1f} ms per job "
+              f"({100 * (runner['idle'] - bare['idle']) / job:+.1f} % of a job), "
+              f"gap {(runner['gap'] - bare['gap']) * 1000:+.1f} ms, wall {(runner['wall'] - job) * 1000:+.1f} ms "
+              f"({100 * (runner['wall'] - job) / job:+.1f} %), CPU {(runner['cpu'] - bare['cpu']) * 1000:+.1f} ms")
+    print(f"once per batch: {min(setup):.2f} s (/object_info of every server, the checks, the job records)")
 
 
 if __name__ == "__main__":
