@@ -8,7 +8,9 @@ is what the editor itself makes of the graph:
 - layout: the API twin is loaded the way the editor opens an API file (`app.loadApiJson`); every node gets the size
   the editor computes for its widgets (nothing hidden); nodes are placed in stage groups left to right
   (scripts/workflow_layout.py), columns by link depth inside a stage, so links run forward and no two nodes
-  overlap; a Note (what to provide, where models go, what to expect, how long) goes first. Workflows whose node
+  overlap; then nodes that a link's curve passes behind are moved down under it, one at a time, until none is left
+  or no move helps (`plan_untangled`; the curve as the editor draws it, scripts/workflow_links.py), and the best
+  of a few variants is kept; the crossings left are printed (tests/unit/test_workflow_links.py lists them); a Note (what to provide, where models go, what to expect, how long) goes first. Workflows whose node
   types this core lacks keep their UI file and are only re-laid out.
 - thumbnails: each UI file is loaded, fitted into the view and the canvas is saved as a JPEG.
 Run `layout` after changing an API twin or workflow_layout.py, then `thumbnails`; the tests check both are current.
@@ -25,6 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from scripts import workflow_layout as spec  # noqa: E402
+from scripts import workflow_links as links  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TEMPLATES = REPO_ROOT / "workflows"
@@ -45,8 +48,15 @@ MEASURE_JS = """async ([api, ui, name]) => {
         const c = n.computeSize ? n.computeSize() : n.size;
         const multiline = (n.widgets || []).some(w => w.type === "customtext" || (w.options && w.options.multiline)
                                                   || w.element instanceof HTMLTextAreaElement);
-        return {id: String(n.id), computed: [c[0], c[1]], size: [n.size[0], n.size[1]], multiline,
-                links: (n.inputs || []).filter(i => i.link != null).map(i => String(app.graph.links[i.link]?.origin_id))};
+        const link = i => (i.link != null ? app.graph.links[i.link] : null);
+        return {id: String(n.id), title: n.title, type: n.type, computed: [c[0], c[1]], size: [n.size[0], n.size[1]],
+                multiline,
+                links: (n.inputs || []).filter(i => link(i)).map(i => String(link(i).origin_id)),
+                // The slots, as the editor places them (tests/unit: scripts/workflow_links.py).
+                inputs: (n.inputs || []).map(i => ({name: i.name, widget: i.widget ? {name: i.widget.name} : undefined,
+                                                    origin: link(i) ? [String(link(i).origin_id), link(i).origin_slot]
+                                                                    : null})),
+                outputs: (n.outputs || []).map(o => ({name: o.name}))};
     });
 }"""
 
@@ -103,7 +113,7 @@ FIT_JS = """async ([wf, name]) => {
 }"""
 
 
-def _depths(nodes: dict) -> dict:
+def _depths(nodes: dict, late_sources: bool = False) -> dict:
     depth: dict = {}
 
     def visit(nid, seen=()):
@@ -115,18 +125,32 @@ def _depths(nodes: dict) -> dict:
 
     for nid in nodes:
         visit(nid)
+    if late_sources:
+        # A node with no inputs (a loader) goes in the column just before its first consumer, not in the first
+        # column: its links then skip fewer columns (fewer nodes for them to pass behind).
+        for nid, n in nodes.items():
+            if not [u for u in n["links"] if u in nodes]:
+                below = [depth[m] for m, other in nodes.items() if nid in other["links"]]
+                if below:
+                    depth[nid] = max(depth[nid], min(below) - 1)
     return depth
 
 
-def plan_layout(stem: str, measured: list[dict]) -> tuple[list, list, dict]:
-    """Positions and sizes of every node, the stage groups and the Note: stages left to right, columns by depth."""
+def plan_layout(stem: str, measured: list[dict], drop: dict | None = None,
+                late_sources: bool = False, rank: dict | None = None) -> tuple[list, list, dict]:
+    """Positions and sizes of every node, the stage groups and the Note: stages left to right, columns by depth.
+
+    `drop[id]` moves a node (and those under it in its column) that much further down: room for links to pass;
+    `rank[id]` orders the nodes of a column (default: their order in the stage).
+    """
+    drop, rank = drop or {}, rank or {}
     nodes = {m["id"]: m for m in measured if m["id"] is not None}
     stages = spec.STAGES[stem]
     listed = [nid for _, ids in stages for nid in ids]
     if sorted(listed) != sorted(nodes) or len(set(listed)) != len(listed):
         raise SystemExit(f"{stem}: workflow_layout.STAGES must list every node once: listed {sorted(listed)}, "
                          f"graph has {sorted(nodes)}")
-    depth = _depths(nodes)
+    depth = _depths(nodes, late_sources)
     note_text = spec.NOTES[stem]
     note_h = 60 + 18 * sum(1 + len(line) // 52 for line in note_text.splitlines())
     left = PAD + NOTE_W + GAP_X
@@ -144,11 +168,16 @@ def plan_layout(stem: str, measured: list[dict]) -> tuple[list, list, dict]:
         bottom = top
         for d in sorted(columns):
             y, width = top, 0
-            for nid in columns[d]:
+            column = columns[d]
+            if late_sources:  # a loader moved next to its consumer goes under the nodes that have inputs
+                column = sorted(column, key=lambda nid: not [u for u in nodes[nid]["links"] if u in nodes])
+            column = sorted(column, key=lambda nid: rank.get(nid, 0))
+            for nid in column:
                 n = nodes[nid]
                 w = max(320.0, n["computed"][0])
                 # Some room beyond the computed minimum: a loader's picked-file preview grows it a little on load.
                 h = n["computed"][1] + 30 + (120 if n["multiline"] else 0)
+                y += drop.get(nid, 0)
                 placed.append({"id": nid, "pos": [x, y], "size": [w, h]})
                 y += h + GAP_Y + TITLE_H
                 width = max(width, w)
@@ -160,6 +189,135 @@ def plan_layout(stem: str, measured: list[dict]) -> tuple[list, list, dict]:
         x += 2 * PAD
     note = {"text": note_text, "pos": [PAD, GROUP_HEAD + TITLE_H], "size": [NOTE_W, note_h]}
     return placed, groups, note
+
+
+MAX_ROUNDS = 150
+MAX_DROP = 600   # the most a node is moved down for links to pass
+CLEAR = 24   # how far a node is moved under a link that ran behind it
+
+
+def as_workflow(placed: list, note: dict, measured: list[dict]) -> dict:
+    """The planned graph in the shape of a UI file (nodes with pos, size and slots; links), for workflow_links."""
+    by_id = {m["id"]: m for m in measured}
+    nodes, links = [], []
+    for p in placed:
+        m = by_id[p["id"]]
+        nodes.append({"id": p["id"], "title": m.get("title"), "type": m.get("type"), "pos": p["pos"],
+                      "size": p["size"], "inputs": [{k: v for k, v in i.items() if k != "origin" and v is not None}
+                                                    for i in m["inputs"]], "outputs": m["outputs"]})
+        for slot, i in enumerate(m["inputs"]):
+            if i.get("origin") and i["origin"][0] in by_id:
+                links.append([len(links) + 1, i["origin"][0], i["origin"][1], p["id"], slot])
+    nodes.append({"id": "note", "title": "Read me", "type": "Note", "pos": note["pos"], "size": note["size"],
+                  "inputs": [], "outputs": []})
+    return {"nodes": nodes, "links": links}
+
+
+def plan_untangled(stem: str, measured: list[dict], late_sources: bool = False,
+                   clear: float = CLEAR) -> tuple[list, list, dict, list, dict]:
+    """plan_layout, with nodes moved down until no link runs behind one (or no move helps); returns the plan, the
+    crossings left and the moves (`drop`).
+
+    Each round, every node a link's curve (as the editor draws it: scripts/workflow_links.py) passes behind is moved
+    under the lowest point of that curve over the node's width, then the plan is made again (a node moved down
+    moves those under it, and a taller row moves the rows below).
+    """
+    drop: dict = {}
+    best = None
+    for _ in range(MAX_ROUNDS):
+        placed, groups, note = plan_layout(stem, measured, drop, late_sources)
+        wf = as_workflow(placed, note, measured)
+        found = list(links.hits(wf))
+        if best is None or len(found) < best[0]:
+            best = (len(found), placed, groups, note, links.crossings(wf), dict(drop))
+        if not found:
+            break
+        need: dict = {}
+        for _a, _b, _link, other, pts in found:
+            if other["id"] == "note":
+                continue
+            x0, y0, x1, _ = links.node_rect(other)
+            dense = links.link_curve(pts[0], pts[-1], samples=400)
+            under = max(py for px, py in dense if x0 - clear <= px <= x1 + clear)
+            if under + clear - y0 + drop.get(other["id"], 0) > MAX_DROP:
+                continue  # that far down the node would leave its row: the link stays behind it
+            need[other["id"]] = max(need.get(other["id"], 0), under + clear - y0)
+        if not need:
+            break
+        # One node a round (the one most links pass behind, leftmost first): moving two at once can undo each other,
+        # a node moved down for one link pulls its own links across the other.
+        count: dict = {}
+        for _a, _b, _link, other, _ in found:
+            count[other["id"]] = count.get(other["id"], 0) + 1
+        where = {n["id"]: n["pos"][0] for n in wf["nodes"]}
+        nid = min(need, key=lambda k: (-count[k], where[k]))
+        drop[nid] = drop.get(nid, 0) + need[nid]
+    return best[1], best[2], best[3], best[4], best[5]
+
+
+MAX_GROWTH = 1.6     # the most the search may grow the canvas's area over the plan without moves
+SEARCH_STEPS = 1200  # tries of the local search per workflow (seeded: the same files every run)
+
+
+def _score(stem, measured, drop, late, rank):
+    placed, groups, note = plan_layout(stem, measured, drop, late, rank)
+    wf = as_workflow(placed, note, measured)
+    area = max(p["pos"][0] + p["size"][0] for p in placed) * max(p["pos"][1] + p["size"][1] for p in placed)
+    found = list(links.hits(wf))
+    return (len(found), area), (placed, groups, note, links.crossings(wf)), found
+
+
+def best_plan(stem: str, measured: list[dict]) -> tuple[list, list, dict, list]:
+    """The plan that leaves the fewest links behind nodes, then the smallest canvas.
+
+    Starts from the best plan_untangled variant (loaders in the first column or next to their consumer; 24 or 48 px
+    of clearance), then a local search seeded by the workflow's name (the same files every run) tries one change at
+    a time: a crossed node put under the curve behind it (or that link's lower end under the node), a node moved to
+    a random height or a little up or down (at most MAX_DROP), a column reordered; it keeps each try that leaves fewer
+    crossings, or as many on no larger a canvas, on at most MAX_GROWTH times the area of the plan without moves.
+    """
+    import random
+
+    starts = []
+    for late in (False, True):
+        for clear in (CLEAR, 2 * CLEAR):
+            drop = plan_untangled(stem, measured, late, clear)[4]
+            starts.append((_score(stem, measured, drop, late, {})[0], late, drop))
+    score, late, drop = min(starts, key=lambda s: (s[0], s[1]))
+    rank: dict = {}
+    base = _score(stem, measured, {}, late, {})[0][1]
+    rng = random.Random(stem)
+    ids = sorted(m["id"] for m in measured)
+    result = _score(stem, measured, drop, late, rank)
+    for _ in range(SEARCH_STEPS if score[0] else 0):
+        nid = rng.choice(ids)
+        new_drop, new_rank = dict(drop), dict(rank)
+        move = rng.random()
+        hit = rng.choice(result[2]) if result[2] else None
+        if move < 0.3 and hit and hit[3]["id"] != "note":
+            # A crossed node under the curve that runs behind it (or the curve's lower end under the node).
+            other, pts = hit[3], hit[4]
+            x0, y0, x1, y1 = links.node_rect(other)
+            dense = links.link_curve(pts[0], pts[-1], samples=200)
+            under = max([py for px, py in dense if x0 - CLEAR <= px <= x1 + CLEAR] or [y1])
+            if rng.random() < 0.6:
+                new_drop[other["id"]] = drop.get(other["id"], 0.0) + under + CLEAR - y0
+            else:
+                end = hit[1] if pts[-1][1] >= pts[0][1] else hit[0]
+                new_drop[end["id"]] = drop.get(end["id"], 0.0) + y1 - min(pts[0][1], pts[-1][1]) + CLEAR
+        elif move < 0.55:
+            new_drop[nid] = rng.choice((0.0, rng.uniform(0, MAX_DROP)))
+        elif move < 0.85:
+            new_drop[nid] = max(0.0, drop.get(nid, 0.0) + rng.uniform(-160, 160))
+        else:
+            new_rank[nid] = rng.uniform(-1, 1)
+        new_drop = {k: min(v, MAX_DROP) for k, v in new_drop.items()}
+        tried = _score(stem, measured, new_drop, late, new_rank)
+        if tried[0] <= score and tried[0][1] <= MAX_GROWTH * base:
+            score, drop, rank, result = tried[0], new_drop, new_rank, tried
+            if score[0] == 0:
+                break
+    return result[1]
 
 
 def _session():
@@ -204,7 +362,7 @@ def layout(stems: list[str]) -> None:
             ui = json.loads(ui_path.read_text(encoding="utf-8")) if lacking else None
             measured = page.evaluate(MEASURE_JS, [api, ui, stem])
             measured = [m for m in measured if m["id"] in {str(k) for k in api}]
-            placed, groups, note = plan_layout(stem, measured)
+            placed, groups, note, behind = best_plan(stem, measured)
             wf = page.evaluate(APPLY_JS, [placed, groups, note])
             # A node of a type this core lacks serialises what it was loaded with: give it its place here.
             where = {p["id"]: p for p in placed}
@@ -212,8 +370,11 @@ def layout(stems: list[str]) -> None:
                 if str(node["id"]) in where:
                     node["pos"], node["size"] = where[str(node["id"])]["pos"], where[str(node["id"])]["size"]
             ui_path.write_text(json.dumps(wf, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-            print(f"{ui_path.relative_to(REPO_ROOT)}: {len(placed)} nodes in {len(groups)} groups"
+            print(f"{ui_path.relative_to(REPO_ROOT)}: {len(placed)} nodes in {len(groups)} groups, "
+                  f"{len(behind)} link-behind-node crossings left"
                   + (f" (kept: this core lacks {sorted(lacking)})" if lacking else ""))
+            for crossing in behind:
+                print("    link %s -> %s runs behind %s" % crossing)
 
 
 def thumbnails(stems: list[str]) -> None:

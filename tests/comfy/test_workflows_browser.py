@@ -143,6 +143,7 @@ def test_workflow_loads_and_runs_from_the_editor(path, page, comfy, tmp_path):
         cramped = page_.evaluate(CRAMPED_JS)
         assert cramped == [], f"nodes too small for their widgets (run scripts/workflow_editor.py layout): {cramped}"
         _screenshot_is_a_drawn_graph(page_, tmp_path / f"{path.stem}_loaded.png")
+        _check_slot_model(page_, wf)
 
     if expected:
         return  # only loaded: node types of another pack are missing here
@@ -179,6 +180,41 @@ def test_workflow_loads_and_runs_from_the_editor(path, page, comfy, tmp_path):
     _screenshot_is_a_drawn_graph(page_, tmp_path / f"{path.stem}_ran.png")
     problems = log.problems()
     assert problems == [], "console errors while running:\n" + "\n".join(problems)
+
+
+# The editor's own slot positions of every link's ends (nodes of types it knows; widgets are placed when drawn).
+SLOTS_JS = """async () => {
+    app.canvas.setDirty(true, true);
+    app.canvas.draw(true, true);
+    const known = n => n.type in LiteGraph.registered_node_types;
+    const links = app.graph.links instanceof Map ? [...app.graph.links.values()] : Object.values(app.graph.links ?? {});
+    return links.filter(l => l).map(l => {
+        const o = app.graph.getNodeById(l.origin_id), t = app.graph.getNodeById(l.target_id);
+        return known(o) && known(t) ? {id: l.id, out: o.getOutputPos(l.origin_slot), in: t.getInputPos(l.target_slot)}
+                                    : null;
+    }).filter(x => x);
+}"""
+
+
+def _check_slot_model(page, wf):
+    """tests/unit/test_workflow_links.py finds links behind nodes from the file alone, placing each link's ends as
+    scripts/workflow_links.py says the editor does: here the editor's own positions must agree (within 2 px; the
+    output's x is left out: the editor may widen a node whose preview needs it)."""
+    from scripts import workflow_links
+
+    page.evaluate(FIT_JS)
+    nodes = {n["id"]: n for n in wf["nodes"]}
+    wrong, editor = [], page.evaluate(SLOTS_JS)
+    assert editor or not wf["links"] or any(n["type"] not in page.evaluate(
+        "() => Object.keys(LiteGraph.registered_node_types)") for n in wf["nodes"]), "the editor reports no links"
+    for got in editor:
+        link = next(x for x in wf["links"] if x[0] == got["id"])
+        out = workflow_links.output_pos(nodes[link[1]], link[2])
+        inp = workflow_links.input_pos(nodes[link[3]], link[4])
+        if abs(out[1] - got["out"][1]) > 2 or max(abs(a - b) for a, b in zip(inp, got["in"])) > 2:
+            wrong.append(f"link {got['id']} {nodes[link[3]]['type']}.{nodes[link[3]]['inputs'][link[4]]['name']}: "
+                         f"editor {got['out']} -> {got['in']}, model {out} -> {inp}")
+    assert wrong == [], "scripts/workflow_links.py places slots where the editor does not:\n" + "\n".join(wrong)
 
 
 def _check_previews(page, entry):
