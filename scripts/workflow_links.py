@@ -11,8 +11,9 @@ Slot positions follow the editor's rules (`calculateInputSlotPosFromSlot`, `calc
 layout): an output i at (x + w + 1 - 10, y + (i + 0.7) * 20); an input without a widget at (x + 10, y + (j + 0.7) * 20)
 with j its index among such inputs; an input that is a widget's socket at the height of its widget, which start 6 px
 under the slot rows (max(inputs without widget, outputs) rows of 20 px) and are 24 px apart (the plain widgets every
-linked one follows here; a seed's control widget adds one). `tests/comfy/test_workflows_browser.py` checks these
-positions against the editor's own `getInputPos` / `getOutputPos` for every shipped workflow.
+linked one follows here; a seed's control widget adds one; under a multi-line text box the socket is only
+approximate: `input_pos_is_exact`). `tests/comfy/test_workflows_browser.py` checks these positions against the
+editor's own `getInputPos` / `getOutputPos` for every shipped workflow.
 """
 from __future__ import annotations
 
@@ -49,6 +50,17 @@ def input_pos(node, slot: int) -> tuple[float, float]:
         if i.get("widget"):
             above += 2 if i["name"] in SEED_INPUTS else 1
     return x + SLOT_H / 2, y + rows * SLOT_H + 6 + above * WIDGET_H + SLOT_H / 2
+
+
+def input_pos_is_exact(node, slot: int) -> bool:
+    """False for a widget's socket under a text widget: a multi-line box is drawn as tall as the node leaves room
+    for (1.32.9 shares the free height among such boxes, 1.49.6 sizes them otherwise), which a UI file does not say,
+    so `input_pos` counts it as one row and the socket may sit lower in the editor."""
+    inputs = node.get("inputs") or []
+    for i in inputs[:slot]:
+        if i.get("widget") and i.get("type") == "STRING":
+            return False
+    return True
 
 
 def link_curve(p0, p3, samples: int = SAMPLES) -> list[tuple[float, float]]:

@@ -199,7 +199,8 @@ SLOTS_JS = """async () => {
 def _check_slot_model(page, wf):
     """tests/unit/test_workflow_links.py finds links behind nodes from the file alone, placing each link's ends as
     scripts/workflow_links.py says the editor does: here the editor's own positions must agree (within 2 px; the
-    output's x is left out: the editor may widen a node whose preview needs it)."""
+    output's x is left out: the editor may widen a node whose preview needs it; so is a socket under a multi-line
+    text box, which the model only approximates)."""
     from scripts import workflow_links
 
     page.evaluate(FIT_JS)
@@ -209,6 +210,8 @@ def _check_slot_model(page, wf):
         "() => Object.keys(LiteGraph.registered_node_types)") for n in wf["nodes"]), "the editor reports no links"
     for got in editor:
         link = next(x for x in wf["links"] if x[0] == got["id"])
+        if not workflow_links.input_pos_is_exact(nodes[link[3]], link[4]):
+            continue  # under a multi-line text box, whose height the file does not give
         out = workflow_links.output_pos(nodes[link[1]], link[2])
         inp = workflow_links.input_pos(nodes[link[3]], link[4])
         if abs(out[1] - got["out"][1]) > 2 or max(abs(a - b) for a, b in zip(inp, got["in"])) > 2:

@@ -151,3 +151,6 @@ def test_slot_positions_follow_the_editor_rules():
     # Widgets start 6 px under max(2 plain inputs, 3 outputs) rows; the seed's control widget takes a row too.
     assert workflow_links.input_pos(node, 1) == (110, 200 + 3 * 20 + 6 + 10)
     assert workflow_links.input_pos(node, 3) == (110, 200 + 3 * 20 + 6 + 2 * 24 + 10)
+    assert workflow_links.input_pos_is_exact(node, 3)
+    node["inputs"][1]["type"] = "STRING"   # a text box above: as tall as the node leaves room for, not in the file
+    assert not workflow_links.input_pos_is_exact(node, 3) and workflow_links.input_pos_is_exact(node, 1)
