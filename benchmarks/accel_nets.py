@@ -18,7 +18,7 @@ if str(REPO) not in sys.path:
 
 from engines.accel import Network  # noqa: E402
 from engines.ditto import nets as ditto_nets  # noqa: E402
-from engines.musetalk.accel import UNetStep, VaeDecode  # noqa: E402
+from engines.musetalk.accel import CPU_PREFERENCE, UNetStep, VaeDecode  # noqa: E402
 
 UNET = dict(act_fn="silu", attention_head_dim=8, block_out_channels=[320, 640, 1280, 1280], cross_attention_dim=384,
             down_block_types=["CrossAttnDownBlock2D"] * 3 + ["DownBlock2D"], downsample_padding=1,
@@ -60,9 +60,11 @@ def musetalk_networks(tiny: bool = False, names=None) -> list:
     nets = [
         Network("musetalk_unet", UNetStep(unet), lambda b: (torch.randn(b, 8, 32, 32, generator=gen),
                                                             torch.randn(b, 50, 384, generator=gen)),
-                ("latents", "audio"), ("pred",), "random-unet" + tag, convolutional=True) if unet is not None else None,
+                ("latents", "audio"), ("pred",), "random-unet" + tag, convolutional=True,
+                prefer={"cpu": CPU_PREFERENCE["unet"]}) if unet is not None else None,
         Network("musetalk_vae_decoder", VaeDecode(vae, 0.18215), lambda b: (torch.randn(b, 4, 32, 32, generator=gen),),
-                ("latents",), ("faces",), "random-vae" + tag, convolutional=True),
+                ("latents",), ("faces",), "random-vae" + tag, convolutional=True,
+                prefer={"cpu": CPU_PREFERENCE["vae_decode"]}),
     ]
     return [n for n in nets if n is not None]
 

@@ -7,8 +7,10 @@
    falls on all of them alike; each pair's row (UNet + VAE, warp + decoder) is the sum of its networks' medians.
    Each row: ms per call, frames per second, speed against eager fp32, the variant's resident size, the peak extra
    memory of a call, and parity (cosine of the outputs against eager fp32's on the same inputs);
-2. pipelined vs sequential wall time for a 10 s MuseTalk clip on the tiny models (see ``engines/musetalk/lipsync.py``):
-   the pipelined wall against the slowest stage timed alone (in the sequential run).
+2. pipelined vs sequential wall time for a 10 s MuseTalk clip on the tiny models (see ``engines/musetalk/lipsync.py``),
+   with the UNet and VAE on eager and on what `auto` picks here (on a CPU: ONNX Runtime for the UNet), runs
+   interleaved: the pipelined wall against the slowest stage timed alone (in the sequential run), each stage's wall
+   and CPU time, the cores the process got, and the wall a core per stage would give.
 
     bash scripts/bench.sh accel                # full size (not yet timed on an idle machine; hours under load:
                                                # split it with --nets, see docs/accel.md)
@@ -44,7 +46,8 @@ from engines.common.cache import ContentCache  # noqa: E402
 
 # label -> (backend, weights dtype)
 VARIANTS = {"eager fp32": ("eager", torch.float32), "eager bf16": ("eager", torch.bfloat16),
-            "compile fp32": ("compile", torch.float32), "onnxruntime fp32": ("onnxruntime", torch.float32)}
+            "compile fp32": ("compile", torch.float32), "onnxruntime fp32": ("onnxruntime", torch.float32),
+            "auto fp32": ("auto", torch.float32)}     # what the loader's auto picks per network here (the row says)
 BASELINE = "eager fp32"
 
 
@@ -87,6 +90,7 @@ class Measured:
 
     label: str
     runner: object = None
+    picked: str = ""                                 # auto: the backend it picked
     build_s: float = 0.0
     resident_mb: float = 0.0
     error: str = ""
@@ -110,7 +114,9 @@ def build_variant(net, label: str, cache: ContentCache, batches, ort_threads) ->
         target = net if dtype == torch.float32 else replace(net, module=copy.deepcopy(net.module).to(dtype))
         opts = BuildOptions(batches=tuple(batches), cache=cache, parity=False, ort_threads=ort_threads)
         m.runner = accelerate(target, backend, opts)
-        if m.runner.backend != backend:
+        if backend == "auto":
+            m.picked = m.runner.backend
+        elif m.runner.backend != backend:
             raise RuntimeError("; ".join(m.runner.fallbacks) or f"ran {m.runner.backend}")
     except Exception as exc:              # a variant that cannot run here is a row saying why
         m.error = f"not run: {type(exc).__name__}: {exc}".replace("\n", " ")[:160]
@@ -157,7 +163,8 @@ def _bench_variants(net, inputs, labels, batches, rounds, cache, ort_threads, bu
             built[label] = Measured(label, error="not run: over the time budget (--budget-min)")
             continue
         m = build_variant(net, label, cache, batches, ort_threads)
-        print(f"  {net.name}: {label} {'built' if not m.error else m.error} in {m.build_s:.1f} s "
+        print(f"  {net.name}: {label}{f' (picked {m.picked})' if m.picked else ''} "
+              f"{'built' if not m.error else m.error} in {m.build_s:.1f} s "
               f"(+{m.resident_mb:.0f} MB resident)", flush=True)
         built[label] = m
         gc.collect()
@@ -216,6 +223,8 @@ def rows_for(title: str, per_net: list, batches) -> list:
     base = {}
     for k, label in enumerate(labels):
         ms = [variants[k] for variants in per_net]
+        if any(m.picked for m in ms):
+            label = f"{label} ({' + '.join(m.picked or '-' for m in ms)})"
         err = next((m.error for m in ms if m.error), "")
         if err:
             rows.append((title, label, "-", err, "", "", "", "", ""))
@@ -266,38 +275,108 @@ def print_table(rows, header=HEADER) -> None:
     sys.stdout.flush()
 
 
-def pipelined_vs_sequential(seconds: float) -> None:
-    """A MuseTalk clip on the tiny models, the same render with and without overlapped stages."""
+def _render(nets, avatar, audio, pipelined: bool) -> dict:
+    from engines.accel.stages import StageTimes
+    from engines.musetalk.lipsync import LipSyncSettings, lipsync_chunks
+
+    stages = StageTimes()
+    frames = chunks = 0
+    t, c = time.perf_counter(), time.process_time()
+    for chunk in lipsync_chunks(nets, avatar, audio, LipSyncSettings(batch_size=8, pipelined=pipelined),
+                                stage_times=stages):
+        frames += chunk.shape[0]          # frames dropped: the encoder's share is measured in bench_export
+        chunks += 1
+    return {"wall": time.perf_counter() - t, "cpu": time.process_time() - c, "stages": dict(stages),
+            "stage_cpu": dict(stages.cpu), "frames": frames, "chunks": chunks}
+
+
+def _median_run(runs: list) -> dict:
+    return sorted(runs, key=lambda r: r["wall"])[len(runs) // 2]
+
+
+def _stages(run: dict) -> str:
+    return ", ".join(f"{k} {v:.2f} s ({run['stage_cpu'].get(k, 0.0):.2f} CPU-s)" for k, v in run["stages"].items())
+
+
+def replay_with_own_cores(per_chunk: dict, chunks: int) -> float:
+    """The same stage chain (engines/accel/stages.threaded, depth 2) with each stage's work replaced by a sleep of
+    its measured CPU time per chunk: stages that do not compete for cores, as a GPU stage's thread waits on its GPU.
+    Returns the wall time: what the queues and threads give where each stage has its own core."""
+    from engines.accel.stages import threaded
+
+    def stage(source, seconds):
+        for item in source:
+            time.sleep(seconds)
+            yield item
+
+    t = time.perf_counter()
+    time.sleep(per_chunk.get("audio", 0.0) * chunks)          # the audio features come first, whole
+    chain = iter(range(chunks))
+    for name in ("unet", "vae", "paste"):
+        chain = threaded(stage(chain, per_chunk.get(name, 0.0)), name=f"replay-{name}")
+    for _ in chain:
+        pass
+    return time.perf_counter() - t
+
+
+def pipelined_vs_sequential(seconds: float, rounds: int = 2, backends=("eager", "auto")) -> None:
+    """A MuseTalk clip on the tiny models, the same render with and without overlapped stages, for the UNet and
+    VAE on eager and on what `auto` picks on this machine; sequential and pipelined runs interleaved round by round
+    (the load moves), the median round of each reported, with each stage's wall and CPU time and the process's CPU
+    time over the wall (the cores it got)."""
+    from engines.musetalk.accel import accelerate_musetalk
     from engines.musetalk.avatar import build_avatar
     from engines.musetalk.face_track import HaarDetector, track_faces
-    from engines.musetalk.lipsync import LipSyncSettings, lipsync_chunks
     from engines.musetalk.loader import load_musetalk
     from tests.fixtures.tiny_musetalk import astronaut_loop, build_tiny_musetalk, speech_like
 
     with tempfile.TemporaryDirectory() as tmp:
-        nets = load_musetalk(build_tiny_musetalk(Path(tmp) / "tiny"))
-        frames, _ = astronaut_loop(8)
-        track = track_faces(frames, HaarDetector(), every=2, proxy_size=160)
-        avatar = build_avatar(nets, frames, track, 25.0)
-        audio = speech_like(seconds)
-        results = {}
-        for name, pipelined in (("warm-up", True), ("sequential", False), ("pipelined", True)):
-            stages: dict = {}
-            count = 0
-            t = time.perf_counter()
-            for chunk in lipsync_chunks(nets, avatar, audio, LipSyncSettings(batch_size=8, pipelined=pipelined),
-                                        stage_times=stages):
-                count += chunk.shape[0]          # frames dropped: the encoder's share is measured in bench_export
-            results[name] = (time.perf_counter() - t, dict(stages), count)
-    seq, pipe = results["sequential"], results["pipelined"]
-    name, slowest = max(seq[1].items(), key=lambda kv: kv[1])
-    print(f"\nMuseTalk tiny, {seconds:g} s clip ({seq[2]} frames at 25 fps, batch 8), {torch.get_num_threads()} "
-          "torch threads:")
-    print(f"  sequential wall {seq[0]:.2f} s; stage times {', '.join(f'{k} {v:.2f} s' for k, v in seq[1].items())}")
-    print(f"  pipelined  wall {pipe[0]:.2f} s; stage times {', '.join(f'{k} {v:.2f} s' for k, v in pipe[1].items())}"
-          " (overlapped, so each is longer than alone)")
-    print(f"  pipelined / sequential {pipe[0] / seq[0]:.2f}; pipelined wall / slowest stage alone ({name} "
-          f"{slowest:.2f} s) {pipe[0] / slowest:.2f}; sum of stages alone / slowest {sum(seq[1].values()) / slowest:.2f}")
+        folder = build_tiny_musetalk(Path(tmp) / "tiny")
+        for backend in backends:
+            nets = load_musetalk(folder)
+            summaries = ["eager (no runners: lipsync's own calls)"]
+            if backend != "eager":
+                threads = torch.get_num_threads()
+                summaries = accelerate_musetalk(nets, backend, BuildOptions(batches=(8,), cache=ContentCache(
+                    Path(tmp) / "cache"), ort_threads=threads))
+            frames, _ = astronaut_loop(8)
+            track = track_faces(frames, HaarDetector(), every=2, proxy_size=160)
+            avatar = build_avatar(nets, frames, track, 25.0)
+            audio = speech_like(seconds)
+            _render(nets, avatar, audio, True)                    # warm-up (first calls, ORT's first run)
+            runs = {"sequential": [], "pipelined": []}
+            for _ in range(rounds):
+                for name in runs:
+                    runs[name].append(_render(nets, avatar, audio, name == "pipelined"))
+            seq, pipe = _median_run(runs["sequential"]), _median_run(runs["pipelined"])
+            name, slowest = max(seq["stages"].items(), key=lambda kv: kv[1])
+            print(f"\nMuseTalk tiny, backend {backend}: {'; '.join(s.split('; not used')[0] for s in summaries)}")
+            print(f"  {seconds:g} s clip ({seq['frames']} frames at 25 fps, batch 8, {seq['chunks']} chunks), "
+                  f"{torch.get_num_threads()} torch threads, median of {rounds} interleaved rounds, load average "
+                  f"{os.getloadavg()[0]:.1f}")
+            for label, run in (("sequential", seq), ("pipelined ", pipe)):
+                print(f"  {label} wall {run['wall']:.2f} s, process {run['cpu']:.2f} CPU-s "
+                      f"({run['cpu'] / run['wall']:.2f} cores); stages {_stages(run)}")
+            cpu, alone = pipe["stage_cpu"], seq["stage_cpu"]
+            top, work = max(cpu.values()), sum(cpu.values())
+            # a core per stage: the slowest stage's own work, plus the first chunk's way through the other stages
+            free = top + (work - top) / max(1, pipe["chunks"])
+            print(f"  pipelined / sequential {pipe['wall'] / seq['wall']:.2f}; pipelined wall / slowest stage alone "
+                  f"({name} {slowest:.2f} s) {pipe['wall'] / slowest:.2f}; sum of stages alone / slowest "
+                  f"{sum(seq['stages'].values()) / slowest:.2f}")
+            print(f"  in CPU time: the stages' work sums to {work:.2f} s, the slowest's ({name}) to {top:.2f} s "
+                  f"({alone.get(name, 0.0):.2f} s alone), so overlapping fully needs {work / top:.2f} cores free; the "
+                  f"process got {pipe['cpu'] / pipe['wall']:.2f}. With a core per stage the wall would be ~{free:.2f} "
+                  f"s = {free / max(alone.get(name, top), 1e-9):.2f}x the slowest stage alone")
+            n = max(1, pipe["chunks"])
+            replay = replay_with_own_cores({k: v / n for k, v in alone.items()}, n)
+            slow_cpu = max(v for k, v in alone.items() if k != "audio")
+            print(f"  replayed with each stage's CPU time as a sleep (stages that do not share cores): wall "
+                  f"{replay:.2f} s against the stages' sum {sum(alone.values()):.2f} s and the slowest "
+                  f"{slow_cpu:.2f} s (+ audio {alone.get('audio', 0.0):.2f} s, before the chain): "
+                  f"{replay / (slow_cpu + alone.get('audio', 0.0)):.2f}x")
+            sys.stdout.flush()
+            del nets
 
 
 class Budget:
@@ -344,7 +423,7 @@ def main() -> None:
           f"{os.getloadavg()[0]:.1f}; {'tiny' if args.quick else 'full-size'} networks with random weights; "
           f"batches {batches}, {rounds} timed rounds", flush=True)
     if args.only in (None, "pipeline"):           # cheap (tiny models): first, so it is never cut by the budget
-        pipelined_vs_sequential(3.0 if args.quick else 10.0)
+        pipelined_vs_sequential(3.0 if args.quick else 10.0, rounds)
     with tempfile.TemporaryDirectory(prefix="bench-accel-") as tmp:
         cache = ContentCache(args.cache or tmp)
         rows = []

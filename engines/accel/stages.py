@@ -72,14 +72,28 @@ def threaded(source: Iterable[T], depth: int = 2, name: str = "stage") -> Iterat
             thread.join(timeout=0.05)
 
 
+class StageTimes(dict):
+    """Stage -> wall seconds (what `timing` always records), plus ``cpu``: stage -> CPU seconds of the thread that ran
+    it. With one intra-op thread per stage that is the stage's whole CPU time, so a stage whose wall time grows while
+    its CPU time does not was waiting for a core (or the GIL), not working: the benchmarks' contention figure."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.cpu: dict = {}
+
+
 @contextmanager
 def timing(times: Optional[dict], stage: str):
-    """Add the block's wall time to ``times[stage]`` (for the benchmarks' stage figures); no-op without a dict."""
+    """Add the block's wall time to ``times[stage]`` (for the benchmarks' stage figures); no-op without a dict. A
+    `StageTimes` also gets the calling thread's CPU time in ``times.cpu[stage]``."""
     if times is None:
         yield
         return
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.thread_time()
     try:
         yield
     finally:
         times[stage] = times.get(stage, 0.0) + time.perf_counter() - t
+        cpu = getattr(times, "cpu", None)
+        if cpu is not None:
+            cpu[stage] = cpu.get(stage, 0.0) + time.thread_time() - c
