@@ -31,6 +31,7 @@ from scripts.comfy_client import ComfyClient, PromptFailed, ServerError
 from scripts.comfy_server import ComfyServer
 
 READ_CHUNK = 4 << 20
+WATCH_RETRY = 60.0  # seconds before trying a server's websocket again after it could not be reached
 
 
 class ServerDown(RuntimeError):
@@ -53,6 +54,7 @@ class _Backend:
 
     def __init__(self) -> None:
         self.client: Optional[ComfyClient] = None
+        self._watch_failed = float("-inf")
 
     def _need(self) -> ComfyClient:
         if self.client is None:
@@ -79,8 +81,11 @@ class _Backend:
     def submit(self, prompt: dict, prompt_id: str) -> None:
         """POST /prompt with our id; a rejection raises `PromptFailed` (the job is invalid as written)."""
         client = self._need()
-        if not client.watching():
-            client.watch()  # ComfyUI tells only a connected client that its prompt ended; without it, wait polls
+        # ComfyUI tells only a connected client that its prompt ended; without it, wait polls. A server whose
+        # websocket cannot be reached (a proxy that does not pass it) is not asked again before every job.
+        if not client.watching() and time.monotonic() - self._watch_failed > WATCH_RETRY:
+            if not client.watch():
+                self._watch_failed = time.monotonic()
         try:
             client.queue(prompt, prompt_id=prompt_id)
         except PromptFailed:

@@ -155,3 +155,54 @@ def test_the_watcher_wakes_on_the_end_of_its_prompt_only():
     assert time.monotonic() - t0 < 3                    # a closed connection wakes the waiter (it polls instead)
     watcher.close()
     assert server.error is None, server.error
+
+
+def test_a_server_without_a_websocket_is_polled_and_not_asked_again_before_every_job(monkeypatch):
+    """ComfyClient.wait still polls /history when no websocket answers; the batch backend does not retry the
+    connection before every POST (a proxy that drops the upgrade would cost its timeout each time)."""
+    import http.server
+
+    from scripts import batch_servers, comfy_client
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        polls = 0
+
+        def do_GET(self):
+            if self.path.startswith("/history/"):
+                Handler.polls += 1
+                entry = {"p1": {"status": {"status_str": "success", "completed": True, "messages": []},
+                                "outputs": {}}} if Handler.polls >= 3 else {}
+                body = json.dumps(entry).encode()
+                self.send_response(200)
+            else:
+                body = b"no websocket here"
+                self.send_response(404)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_POST(self):
+            self.rfile.read(int(self.headers["Content-Length"]))
+            body = json.dumps({"prompt_id": "p1", "number": 1, "node_errors": {}}).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        server = batch_servers.UrlServer(f"http://127.0.0.1:{httpd.server_address[1]}")
+        tries = []
+        real_watch = comfy_client.ComfyClient.watch
+        monkeypatch.setattr(comfy_client.ComfyClient, "watch", lambda self: tries.append(1) or real_watch(self))
+        server.submit({"1": {}}, "p1")
+        assert tries == [1] and not server.client.watching()
+        assert server.wait("p1", 30)["status"]["completed"] and Handler.polls >= 3
+        server.submit({"1": {}}, "p1")
+        assert tries == [1]  # not asked again within WATCH_RETRY
+    finally:
+        httpd.shutdown()
