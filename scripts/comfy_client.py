@@ -3,7 +3,7 @@
 Used by the `comfy` test fixture (through `ComfyServer`, which also owns the process), by
 `scripts/run_workflow.py --url` and by the batch runner, which also calls `watch()`: the client then follows its
 websocket (scripts/comfy_ws.py) and `wait` wakes the moment the server says a prompt ended, instead of at the next
-/history poll. Only the standard library is used.
+/history poll. Only the standard library is used, but for the wake-up (websocket-client, where installed).
 """
 from __future__ import annotations
 

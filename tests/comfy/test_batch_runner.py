@@ -231,3 +231,19 @@ def test_a_sigkilled_runner_takes_the_servers_it_started_with_it(tmp_path, clip)
     proc.kill()
     proc.wait(30)
     wait_for(lambda: not pid_alive(server["pid"]), 20, message="the server to die with the runner")
+
+
+def test_the_runners_client_is_woken_by_the_real_servers_websocket(comfy):
+    """What the runner's speed rests on (docs/batch.md): a real ComfyUI's end-of-prompt message reaches the watcher
+    (websocket-client underneath), so `wait` returns on it, not on a /history poll."""
+    client = ComfyClient(comfy.url)
+    assert client.watch() and client.watching()
+    try:
+        graph = {"1": {"class_type": "PrimitiveString", "inputs": {"value": f"wake {time.time()}"}},
+                 "2": {"class_type": "PreviewAny", "inputs": {"source": ["1", 0]}}}
+        prompt_id = client.queue(graph)
+        assert client.watcher.wait_for(prompt_id, 60), "no end-of-prompt message on the websocket"
+        assert client.wait(prompt_id, timeout=30)["status"]["completed"]
+    finally:
+        client.unwatch()
+    assert not client.watching()

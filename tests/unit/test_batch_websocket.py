@@ -1,6 +1,6 @@
-"""scripts/comfy_ws.py against a websocket server written here from RFC 6455 (no ComfyUI, no third-party client):
-the handshake and its accept key, fragments, ping/pong, long frames, binary frames, and the watcher's wake-up on
-ComfyUI's end-of-prompt message. The batch runner's use of it on real servers is in tests/comfy/test_batch_runner.py
+"""scripts/comfy_ws.py (websocket-client underneath) against a websocket server written here from RFC 6455 (no
+ComfyUI): the watcher's wake-up on ComfyUI's end-of-prompt message through fragments, pings and binary frames, and a
+refused or missing websocket turned into an OSError the caller answers by polling. The batch runner's use of it on real servers is in tests/comfy/test_batch_runner.py
 and benchmarks/bench_batch.py."""
 from __future__ import annotations
 
@@ -13,7 +13,9 @@ import time
 
 import pytest
 
-from scripts.comfy_ws import ACCEPT_GUID, PromptWatcher, WebSocket, WebSocketError
+from scripts.comfy_ws import PromptWatcher
+
+ACCEPT_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"  # RFC 6455
 
 
 def _frame(op: int, payload: bytes, fin: bool = True) -> bytes:
@@ -79,34 +81,10 @@ class FakeServer:
             self.sock.close()
 
 
-def test_frames_fragments_ping_and_close():
-    long_text = "x" * 70000  # a 64-bit length
-
-    def script(conn, server):
-        conn.sendall(_frame(0x1, b'{"type": "sta', fin=False) + _frame(0x0, b'tus"}'))
-        conn.sendall(_frame(0x9, b"are you there"))
-        server.received.append(_read_client_frame(conn))
-        conn.sendall(_frame(0x2, b"\x00\x01preview") + _frame(0x1, long_text.encode()) + _frame(0x1, b"x" * 300))
-        conn.sendall(_frame(0x8, (1000).to_bytes(2, "big")))
-        server.received.append(_read_client_frame(conn))
-
-    server = FakeServer(script)
-    ws = WebSocket(server.url.replace("http", "ws") + "/ws?clientId=abc")
-    assert ws.recv() == '{"type": "status"}'          # two fragments, one message
-    assert ws.recv() == b"\x00\x01preview"             # the ping was answered in between
-    assert ws.recv() == long_text
-    assert ws.recv() == "x" * 300                      # a 16-bit length
-    assert ws.recv() is None and ws.closed             # the server's close, answered
-    server.thread.join(10)
-    assert server.error is None, server.error
-    assert server.request.startswith("GET /ws?clientId=abc HTTP/1.1\r\n")
-    assert server.received == [(0xA, b"are you there"), (0x8, (1000).to_bytes(2, "big"))]
-
-
 def test_a_wrong_accept_key_or_no_upgrade_is_refused():
     server = FakeServer(lambda conn, s: None, accept="bm90IHRoZSBrZXk=")
-    with pytest.raises(WebSocketError, match="Sec-WebSocket-Accept"):
-        WebSocket(server.url + "/ws")
+    with pytest.raises(OSError, match="no websocket here"):
+        PromptWatcher(server.url, "abc")
 
     plain = socket.socket()
     plain.bind(("127.0.0.1", 0))
@@ -118,8 +96,8 @@ def test_a_wrong_accept_key_or_no_upgrade_is_refused():
         conn.sendall(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
         conn.close()
     threading.Thread(target=answer, daemon=True).start()
-    with pytest.raises(WebSocketError, match="404"):
-        WebSocket(f"http://127.0.0.1:{plain.getsockname()[1]}/ws")
+    with pytest.raises(OSError, match="404"):
+        PromptWatcher(f"http://127.0.0.1:{plain.getsockname()[1]}", "abc")
     plain.close()
 
 
@@ -134,8 +112,12 @@ def test_the_watcher_wakes_on_the_end_of_its_prompt_only():
         send("execution_start", {"prompt_id": "p1"})
         send("executing", {"node": "3", "prompt_id": "p1"})   # a node, not the end
         send("execution_success", {"prompt_id": "p1"})       # before /history has the entry: not the end either
+        conn.sendall(_frame(0x9, b"are you there"))          # a ping (answered), a preview image (skipped)
+        server.received.append(_read_client_frame(conn))
+        conn.sendall(_frame(0x2, b"\x00\x00\x00\x01" + b"p" * 70000))
         time.sleep(0.3)
-        send("executing", {"node": None, "prompt_id": "p1"})  # written to history, then this
+        end = json.dumps({"type": "executing", "data": {"node": None, "prompt_id": "p1"}}).encode()
+        conn.sendall(_frame(0x1, end[:20], fin=False) + _frame(0x0, end[20:]))  # the end, in two fragments
         time.sleep(0.3)
         conn.sendall(_frame(0x8, b""))
         _read_client_frame(conn)
@@ -155,6 +137,7 @@ def test_the_watcher_wakes_on_the_end_of_its_prompt_only():
     assert time.monotonic() - t0 < 3                    # a closed connection wakes the waiter (it polls instead)
     watcher.close()
     assert server.error is None, server.error
+    assert server.received == [(0xA, b"are you there")]
 
 
 def test_a_server_without_a_websocket_is_polled_and_not_asked_again_before_every_job(monkeypatch):
