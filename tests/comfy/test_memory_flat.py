@@ -5,36 +5,82 @@ smallest inputs (a few frames, under a second of speech, one sentence). Every ru
 before, so ComfyUI re-executes everything downstream of the loaders; most runs ask for content the pack has cached
 (two spellings of the same content take turns: a target rate equal to the file's own or none, a duration past the
 end or none: a hit in the avatar, packet, voice prompt, audio feature or mask cache), and every fourth run asks for
-new content (a miss: a new entry is built and stored). The model loaders' inputs never change, so the models stay
-loaded as in a user's session.
+new content of the same size as the misses before it (frames and samples from a later start: a miss, a new entry is
+built and stored). The model loaders' inputs never change, so the models stay loaded as in a user's session.
 
 The server is this module's own, with ComfyUI's classic cache (`--cache-classic`: only the latest prompt's outputs
 are kept; 0.3.75's default): 0.33.0's default RAM-pressure cache keeps every earlier run's outputs while RAM allows,
-by design, which would grow RSS without any leak. After each run the test reads `/broadcast_avatar/memory?trim=1`
-(nodes/comfy_bridge.py): host RSS of the server process after a garbage collection and glibc's malloc_trim (so the
-allocator's high-water marks do not count), the models in ComfyUI's model management, the pack's live model
-handles.
+by design, which would grow RSS without any leak. Its allocator settings are a user's (no MALLOC_ARENA_MAX, no
+oneDNN or torch cache setting). After each run the test reads `/broadcast_avatar/memory?trim=1`
+(nodes/comfy_bridge.py): after a garbage collection and glibc's malloc_trim (free heap pages handed back, so the
+allocator's high-water marks do not count; live memory cannot be trimmed, so this hides no leak), the server
+process's anonymous memory (RssAnon of /proc/<pid>/status), its RSS, the models in ComfyUI's model management and
+the pack's live model handles.
 
-Checked, per family:
-- RSS after the warm-up (the first `WARMUP` runs) stays within `RSS_BOUND` of its peak during the warm-up, and RSS in
-  the second half within it of its peak in the first; printed beside it is what a leak of one run's decoded frames and samples would add over the
-  runs measured;
+The gate, per family:
+- anonymous memory over the runs after the warm-up (runs `WARMUP`..19) grows by less than `BOUND_FRACTION` (half) of
+  one run's inputs (its decoded float32 frames and samples) per run: a server that kept half of what each run
+  decodes fails, however the rest moves. The growth per run is the smaller of two slopes: the median of the slopes
+  between every two runs (Theil-Sen), which the allocator's run-to-run scatter moves little but one step in the
+  middle (a cache filling once) fools, and the slope of the least-squares line allowed one step, which the step
+  does not fool but the scatter moves more; a leak grows every run and raises both;
 - loaded models and live model handles never exceed their number after the warm-up;
 - POST /free with ``unload_models`` leaves no model loaded in ComfyUI's model management, and with ``free_memory``
   (ComfyUI drops its outputs) no model handle of the pack stays alive: nothing else holds one.
 The figures are printed (`pytest -s` shows them).
 
-Opt-in (`BA_TEST_MEMORY=1`), not in CI yet: on the 2-core CI machine the RSS figure is not yet a stable gate. In
-four runs of the same code MuseTalk grew +6.6, +58.2 and +105.7 MiB (RSS) and +4.5 MiB (anonymous memory only): the
-large steps are file pages of the cache's memory-mapped frames (cold boots), which RSS counts; anonymous memory in
-turn moved +40.9 MiB for TTS in one run. A bound that no leak passes and no noise fails needs a steadier measure
-(for example per-run anonymous growth fitted over more runs); until then it runs by hand.
+What moved, and why this measure (2-core machine shared with four other engineers' tests, load average 3-10):
+- RSS as a whole is no gate: it counts file pages (shared libraries, weights and the cache's memory-mapped
+  entries), which the kernel drops and reads back at will; earlier runs saw MuseTalk's RSS step +6.6 to +105.7 MiB
+  between runs of the same code (RssFile, which the memory route now reports apart, stayed within 1 MiB per family
+  over 20 runs when measured here).
+- Anonymous memory settles in the first runs (kernel, allocator and library caches: MuseTalk +86 MiB over runs
+  0-7) and then moves run to run by the allocator's fragmentation: about +-13 MiB for MuseTalk, +-10 MiB for export,
+  under 1 MiB for TTS and Ditto. Hence a slope over the later runs, not a difference of two points, and the median
+  pair slope, which one late jump or drop moves little while a leak moves every pair.
+- Misses of a new size grew anonymous memory on every miss (TTS: +1.8 MiB per new reference length, 1.4 MiB of it
+  oneDNN's primitive cache, which keeps kernels per input shape up to 1024 of them: bounded, a user has it too, yet
+  indistinguishable from a leak over 20 runs; ONEDNN_PRIMITIVE_CACHE_CAPACITY=0 cut it to 0.45 MiB). So misses keep
+  one size: new content, no new shapes, and the gate sees what a leak would grow.
+
+Measured, KiB/run of anonymous memory over runs 8-19 as the gate reads it (the smaller slope; for the runs made
+before that estimator, recomputed from their printed per-run figures), on this shared 2-core machine:
+
+| family | bound | 0.33.0, load 9-10 (a leak run beside it) | 0.33.0, load 3-6 | 0.33.0, load 4-5 | 0.3.75, load 7-8 |
+|---|---|---|---|---|---|
+| export | 4032 | +674.1 | -742.4 | -191.7 | +510.3 |
+| wardrobe | 8064 | -672.1 | -148.9 | -146.8 | -0.0 (misses from a later start) |
+| tts | 140.6 | -13.1 | +0.0 | +4.9 | -4.4 |
+| musetalk | 1745 | +160.4 | +1305.6 | -833.1 (median pair slope alone: +1760.3) | +934.4 |
+| ditto | 1228 | -47.9 | +188.6 (median pair slope alone: +1290.6) | +434.0 (median pair slope alone: +2028.4) | +67.0 |
+
+Why two slopes: in the load-3-6 run Ditto's memory stepped +11 MiB once, at run 13, and the median pair slope alone
+read +1290.6 KiB/run, over its bound; in the load-4-5 run MuseTalk and Ditto stepped (Ditto +12.3 then +7.0 MiB at
+runs 14-15, +18 MiB over runs 8-19 in all) and the median pair slope alone failed both. Steps like these, after
+which memory stays level, are what a cache filling or an allocator arena growing looks like; a leak is a ramp (the
+leak runs below). MuseTalk has the least margin (+1305.6, 75 % of its bound, once); the others stay under 40 %. What it adds to CI: the 100 runs took 399 s
+at load 9-10 (two copies of this test at once), 81 s at load 3-6, and the whole file 165 and 227 s at load 3-7 and 4-5
+(server start, tiny models and fixtures included); it runs once (0.33.0).
+
+Proof that it fails a leak: with ``BA_TEST_MEMORY_LEAK=<fraction>`` the server gets the test-only custom node of
+`tests/fixtures/leak_probe` (never part of the pack) and every prompt one node keeping that fraction of one run's
+inputs alive per run. At 1.0 (one run's inputs, twice the bound) on 0.33.0 the
+gate failed every family, reading about what was injected: export +7331.0 KiB/run (8064 injected), wardrobe
++15768.7 (16128), TTS +287.5 (281.2), MuseTalk +3196.1 (3490.5), Ditto +2552.2 (2456.2) (load 4-5; an earlier
+run with the median pair slope alone, load 9-10: +8074.5, +16334.9, +444.3, +5745.7, +2472.7).
+
+Not caught: the wardrobe family's misses once started later in the clip (skip_first_frames 1-3); in 3 of about 12
+passes of that design the server stopped answering for more than a minute in such a miss run (on both cores; the
+faulthandler dump showed only the main thread, in the event loop's select; gdb never caught one), never with misses
+that start at the first frame (this design, and every run before it). It is not a memory figure and its cause was
+not found; the misses take the first frames again.
 """
 from __future__ import annotations
 
 import os
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -42,21 +88,30 @@ from scripts.workflow_api import apply_overrides, load_workflow
 from tests.fixtures.server_memory import free, memory
 from tests.workflow_cases import case_for, shipped_api_twin
 
-pytestmark = pytest.mark.skipif(not os.environ.get("BA_TEST_MEMORY"),
-                                reason="opt-in (BA_TEST_MEMORY=1): RSS is not yet a stable gate on CI's machine (docstring)")
-
 RUNS = 20
-WARMUP = 4                 # runs 0-3, the first miss included
-RSS_BOUND = 24 << 20       # bytes of RSS growth allowed after the warm-up
+WARMUP = 8                 # runs 0-7 (two misses among them): kernel, allocator and library caches settle
+BOUND_FRACTION = 0.5       # slope bound: half of one run's inputs, per run
+LEAK_ENV = "BA_TEST_MEMORY_LEAK"   # a fraction of one run's inputs leaked per run on purpose (the gate must fail)
 PAST_END = 1000.0          # a duration (s) past the end of every test file: the whole file
+LEAK_PROBE = Path(__file__).resolve().parents[1] / "fixtures" / "leak_probe"
+
+
+def _injected_leak() -> float:
+    value = os.environ.get(LEAK_ENV, "")
+    return float(value) if value else 0.0
 
 
 @pytest.fixture(scope="module")
 def classic(comfy, tmp_path_factory):
-    """A server of its own with ComfyUI's classic cache, on the session server's models folder."""
+    """A server of its own with ComfyUI's classic cache, on the session server's models folder; with the test-only
+    leaking node of `tests/fixtures/leak_probe` in its custom_nodes when a leak is injected."""
     from scripts.comfy_server import ComfyServer, ServerError
 
-    server = ComfyServer(tmp_path_factory.mktemp("memory"), python=os.environ.get("BA_PYTHON") or sys.executable,
+    base = tmp_path_factory.mktemp("memory")
+    if _injected_leak():
+        (base / "custom_nodes").mkdir(parents=True, exist_ok=True)
+        (base / "custom_nodes" / "broadcast_test_leak_probe").symlink_to(LEAK_PROBE, target_is_directory=True)
+    server = ComfyServer(base, python=os.environ.get("BA_PYTHON") or sys.executable,
                          models_dir=comfy.models_dir, extra_args=("--cache-classic",))
     try:
         server.start()
@@ -79,50 +134,57 @@ def _miss(i: int) -> bool:
     return i % 4 == 3
 
 
-def _same_frames(prompt, i: int, file_fps: float, cap) -> None:
-    """The loop's frames, spelled two ways on alternate runs (no target rate / the file's own rate), or `cap`
-    frames (a new entry) on a miss run."""
+def _same_frames(prompt, i: int, file_fps: float, cap: int) -> None:
+    """The loop's frames, spelled two ways on alternate runs (no target rate / the file's own rate), or on a miss
+    run `cap` frames from a new start (new content, the same size every miss)."""
     if _miss(i):
-        _set(prompt, "BroadcastLoadVideo", {"frame_cap": cap, "target_fps": 0.0})
+        _set(prompt, "BroadcastLoadVideo", {"frame_cap": cap, "skip_first_frames": i // 4, "target_fps": 0.0})
     else:
         _set(prompt, "BroadcastLoadVideo", {"frame_cap": 0, "target_fps": file_fps if i % 2 else 0.0})
 
 
-def _same_audio(prompt, i: int, duration: float, new: float) -> None:
-    """`duration` seconds of speech (0: the whole file), spelled two ways on alternate runs, or `new` on a miss run."""
+def _same_audio(prompt, i: int, duration: float, new: float, step: float) -> None:
+    """`duration` seconds of speech (0: the whole file), spelled two ways on alternate runs, or on a miss run `new`
+    seconds from a new start (`step` later every miss: new samples, the same length every miss)."""
     if _miss(i):
-        value = new
-    elif duration:
+        _set(prompt, "BroadcastLoadAudio", {"start_seconds": step * (i // 4), "duration_seconds": new})
+        return
+    if duration:
         value = duration + (1e-7 if i % 2 else 0.0)       # the same samples: the duration is rounded to samples
     else:
         value = PAST_END if i % 2 else 0.0                # past the end: the whole file
-    _set(prompt, "BroadcastLoadAudio", {"duration_seconds": value})
+    _set(prompt, "BroadcastLoadAudio", {"start_seconds": 0.0, "duration_seconds": value})
 
 
 def _export(prompt, i):
-    _set(prompt, "BroadcastLoadVideo", {"frame_cap": 6 + i % 5})     # a few frames: no pack cache here
+    _set(prompt, "BroadcastLoadVideo", {"frame_cap": 6 + i % 4})     # a few frames: no pack cache here
 
 
 def _wardrobe(prompt, i):
-    # The mask video and the clip alike (24 fps files); the mask cache is keyed by the clip's frames.
-    _same_frames(prompt, i, 24.0, max(2, 5 - i // 4))
-    if not _miss(i):
+    # The mask video and the clip alike (24 fps files); the mask cache is keyed by the clip's frames. Its misses
+    # take the first 5, 4, 3, 2 and 7 frames (hits: 6), not a later start: with skip_first_frames the server
+    # stalled in 3 of about 12 such passes (docs/harness.md); the few new sizes weigh little against its 16 MiB
+    # of inputs per run.
+    if _miss(i):
+        _set(prompt, "BroadcastLoadVideo", {"frame_cap": (5, 4, 3, 2, 7)[i // 4], "target_fps": 0.0})
+    else:
+        _same_frames(prompt, i, 24.0, 0)
         _set(prompt, "BroadcastLoadVideo", {"frame_cap": 6})
 
 
 def _tts(prompt, i):
-    _same_audio(prompt, i, 0.0, 2.0 + 0.05 * i)                       # the voice prompt of the reference clip
+    _same_audio(prompt, i, 0.0, 2.0, 0.1)                            # the voice prompt of the reference clip
     _set(prompt, "BroadcastOmniVoiceSpeak", {"seed": i % 2})
 
 
 def _musetalk(prompt, i):
-    _same_frames(prompt, i, 10.0, max(2, 5 - i // 8))                 # the avatar (a 6-frame loop at 10 fps)
-    _same_audio(prompt, i, 0.4, 0.3 + 0.01 * i)
+    _same_frames(prompt, i, 10.0, 2)                                 # the avatar (a 6-frame loop at 10 fps)
+    _same_audio(prompt, i, 0.4, 0.3, 0.02)
 
 
 def _ditto(prompt, i):
-    _same_frames(prompt, i, 25.0, max(2, 9 - i // 8))                 # the packet (a 10-frame loop at 25 fps)
-    _same_audio(prompt, i, 0.6, 0.4 + 0.01 * i)                       # HuBERT features
+    _same_frames(prompt, i, 25.0, 4)                                 # the packet (a 10-frame loop at 25 fps)
+    _same_audio(prompt, i, 0.6, 0.4, 0.04)                           # HuBERT features
 
 
 # family -> (shipped workflow, what changes between runs, overrides on top of the case's: the smallest inputs)
@@ -156,6 +218,32 @@ def _decoded_bytes(comfy, prompt) -> int:
     return total
 
 
+def theil_sen(values: list) -> float:
+    """Median of the slopes between every two runs (bytes per run): one late jump or drop of a library's cache
+    moves it little, a leak moves every pair."""
+    pairs = sorted((values[b] - values[a]) / (b - a) for a in range(len(values)) for b in range(a + 1, len(values)))
+    mid = len(pairs) // 2
+    return pairs[mid] if len(pairs) % 2 else (pairs[mid - 1] + pairs[mid]) / 2
+
+
+def slope_with_one_step(values: list) -> float:
+    """Least-squares slope (bytes per run) of the best fit of a line plus at most one step: a cache that fills once
+    in the middle (one step) fools the median pair slope, not this; a leak grows every run, which no step fits."""
+    import numpy as np
+
+    y = np.asarray(values, dtype=np.float64)
+    x = np.arange(len(y), dtype=np.float64)
+    best = None
+    for k in [None, *range(1, len(y))]:
+        columns = [np.ones_like(x), x] + ([(x >= k).astype(np.float64)] if k else [])
+        a = np.stack(columns, axis=1)
+        coef = np.linalg.lstsq(a, y, rcond=None)[0]
+        sse = float(((a @ coef - y) ** 2).sum())
+        if best is None or sse < best[0]:
+            best = (sse, float(coef[1]))
+    return best[1]
+
+
 @pytest.mark.parametrize("family", list(FAMILIES))
 def test_memory_flat_over_repeated_runs(family, classic):
     comfy = classic
@@ -165,40 +253,47 @@ def test_memory_flat_over_repeated_runs(family, classic):
     base = apply_overrides(base, {**case_for(stem).prepare(comfy), **extra}, info)
     free(comfy, free_memory=True)          # the previous family's models unloaded, its outputs dropped
 
-    rss, loaded, handles, seconds, leak = [], [], [], [], 0
+    first = {k: {**n, "inputs": dict(n["inputs"])} for k, n in base.items()}
+    vary(first, 0)
+    per_run = _decoded_bytes(comfy, first)   # one (hit) run's decoded frames and samples
+    leak = int(_injected_leak() * per_run)
+    anon, rss, loaded, handles, seconds = [], [], [], [], []
     for i in range(RUNS):
         prompt = {k: {**n, "inputs": dict(n["inputs"])} for k, n in base.items()}
         vary(prompt, i)
+        if leak:
+            prompt["leak"] = {"class_type": "BroadcastTestLeak", "inputs": {"nbytes": leak, "run": i}}
         start = time.monotonic()
         comfy.run(prompt, timeout=300)
         seconds.append(time.monotonic() - start)
         report = memory(comfy, trim=True)
         rss.append(report["rss_bytes"])
+        anon.append(report.get("rss_anon_bytes", report["rss_bytes"]))   # no /proc: RSS as a whole
         loaded.append(report["loaded_models"])
         handles.append(report["pack_models"])
-        leak = max(leak, _decoded_bytes(comfy, prompt))
 
-    measured = RUNS - WARMUP
-    # Against the highest RSS before: allocator and library caches settle in the first runs (a dip there is no
-    # baseline); a leak grows past any earlier peak with every run.
-    growth = max(rss[WARMUP:]) - max(rss[:WARMUP])
-    second_half = max(rss[RUNS // 2:]) - max(rss[:RUNS // 2])
-    mib = 1 << 20
-    print(f"\n[memory] {family} ({stem}): {RUNS} runs in {sum(seconds):.1f} s; RSS peak in the warm-up "
-          f"{max(rss[:WARMUP]) / mib:.1f} MiB, growth over the next {measured} runs {growth / mib:+.1f} MiB "
-          f"(second half {second_half / mib:+.1f} MiB; bound {max(RSS_BOUND, leak * measured // 2) / mib:.0f} MiB; a leak of one run's inputs "
-          f"would add {leak * measured / mib:.1f} MiB); loaded models {loaded}; live pack models {handles}; "
-          f"RSS per run (MiB) {[round(r / mib, 1) for r in rss]}")
+    later = anon[WARMUP:]
+    robust, stepped = theil_sen(later), slope_with_one_step(later)
+    # The smaller of the two: each over-reads in its own case (a one-off step; the allocator's run-to-run scatter),
+    # never both at once; a leak raises both (measured: the docstring).
+    growth = min(robust, stepped)
+    bound = BOUND_FRACTION * per_run
+    kib, mib = 1 << 10, 1 << 20
+    print(f"\n[memory] {family} ({stem}): {RUNS} runs in {sum(seconds):.1f} s; anonymous memory after the "
+          f"{WARMUP}-run warm-up grows {growth / kib:+.1f} KiB/run (median pair slope {robust / kib:+.1f}, "
+          f"line with one step {stepped / kib:+.1f}), bound {bound / kib:.1f} KiB/run = {BOUND_FRACTION} x one run's inputs "
+          f"({per_run / kib:.0f} KiB){f'; injected leak {leak / kib:.1f} KiB/run' if leak else ''}; "
+          f"{(later[-1] - later[0]) / mib:+.1f} MiB over runs {WARMUP}-{RUNS - 1}; "
+          f"loaded models {loaded}; live pack models {handles}")
+    print(f"[memory] {family}: anonymous MiB per run {[round(a / mib, 1) for a in anon]}; "
+          f"RSS MiB per run {[round(r / mib, 1) for r in rss]}")
 
     assert max(loaded[WARMUP:]) <= loaded[WARMUP - 1], f"{family}: loaded models grew: {loaded}"
     assert max(handles[WARMUP:]) <= handles[WARMUP - 1], f"{family}: live model handles grew: {handles}"
-    # The bound is RSS_BOUND, or half of what leaking one run's inputs would add where that is larger (export and
-    # wardrobe read hundreds of MiB over the runs): either way such a leak cannot pass, and the allocator's noise
-    # (up to ~20 MiB measured on 2 cores) does not fail a family whose runs move that much memory.
-    bound = max(RSS_BOUND, leak * measured // 2)
-    assert growth <= bound and second_half <= bound, (
-        f"{family}: server memory grew {growth / mib:.1f} MiB over {measured} runs after the warm-up "
-        f"({second_half / mib:.1f} MiB in the second half), more than {bound / mib:.0f} MiB")
+    assert growth <= bound, (
+        f"{family}: the server's anonymous memory grows {growth / kib:.1f} KiB per run after the warm-up, more "
+        f"than {bound / kib:.1f} KiB ({BOUND_FRACTION} of one run's {per_run / kib:.0f} KiB of inputs): "
+        f"{[round(a / mib, 1) for a in anon]} MiB")
 
     after_unload = free(comfy)
     assert after_unload["loaded_models"] == 0, f"{family}: /free unload_models left {after_unload}"
