@@ -32,9 +32,25 @@ class VideoInfo:
     has_audio: bool
 
 
+def quiet_ffmpeg_logs() -> None:
+    """Route FFmpeg's log messages to PyAV's no-op callback (PyAV's own default) before a codec is opened.
+
+    Importing torchvision sets PyAV's level to ERROR (torchvision/io/video.py), which routes every FFmpeg message
+    through a Python callback that takes the GIL. A threaded decoder's frame thread that logs while this thread frees
+    the codec (a Stream's dealloc joins its threads with the GIL held, e.g. when a frame cap ends the decode early)
+    then waits for the GIL forever: the server hangs. Measured: the memory test's server stopped in 4 of about 16
+    wardrobe passes, gdb showing thread "av:h264:df0" in PyAV's log callback waiting for the GIL and the worker in
+    avcodec_free_context. Errors still raise with FFmpeg's error code."""
+    import av.logging
+
+    if av.logging.get_level() is not None:
+        av.logging.set_level(None)
+
+
 def _open(path: os.PathLike | str, input_name: str):
     import av
 
+    quiet_ffmpeg_logs()
     if not os.path.isfile(path):
         raise InputError(input_name, "an existing media file", f"'{os.path.basename(str(path))}' (not found)")
     try:

@@ -241,6 +241,9 @@ class VideoWriter:
 
     # -- internals -------------------------------------------------------------------------------------------------
     def _open(self, width: int, height: int, gpu: bool) -> None:
+        from .reader import quiet_ffmpeg_logs
+
+        quiet_ffmpeg_logs()  # a threaded codec freed while FFmpeg logs through Python deadlocks (reader.py)
         device_route = self.conversion == "device" or (self.conversion == "auto" and gpu)
         bit_depth = self.settings.bit_depth
         self._converter = DeviceYUV(bit_depth) if device_route else HostRGB(bit_depth)

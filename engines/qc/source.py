@@ -90,6 +90,9 @@ def _thumb_indices(total: int) -> set:
 def _open(source, input_name: str):
     import av
 
+    from ..export.reader import quiet_ffmpeg_logs
+
+    quiet_ffmpeg_logs()  # a threaded decoder freed while FFmpeg logs through Python deadlocks (reader.py)
     label = os.path.basename(str(source)) if isinstance(source, (str, os.PathLike)) else "the video stream"
     if isinstance(source, (str, os.PathLike)) and not os.path.isfile(source):
         raise InputError(input_name, "an existing media file", f"'{label}' (not found)")
