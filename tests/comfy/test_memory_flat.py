@@ -69,11 +69,11 @@ gate failed every family, reading about what was injected: export +7331.0 KiB/ru
 +15768.7 (16128), TTS +287.5 (281.2), MuseTalk +3196.1 (3490.5), Ditto +2552.2 (2456.2) (load 4-5; an earlier
 run with the median pair slope alone, load 9-10: +8074.5, +16334.9, +444.3, +5745.7, +2472.7).
 
-Not caught: the wardrobe family's misses once started later in the clip (skip_first_frames 1-3); in 3 of about 12
-passes of that design the server stopped answering for more than a minute in such a miss run (on both cores; the
-faulthandler dump showed only the main thread, in the event loop's select; gdb never caught one), never with misses
-that start at the first frame (this design, and every run before it). It is not a memory figure and its cause was
-not found; the misses take the first frames again.
+Found on the way: the server hung (no answer for over a minute) in 4 of about 16 wardrobe passes, in runs whose
+Load Video frame cap ended the decode early. gdb: the worker freeing the H.264 decoder (avcodec_free_context,
+holding the GIL) while the decoder's frame thread "av:h264:df0" waited for the GIL in PyAV's Python log callback,
+which `import torchvision` turns on (av.logging.set_level(ERROR)). The pack now routes FFmpeg's logs to PyAV's no-op
+callback before it opens a codec (`engines.export.reader.quiet_ffmpeg_logs`; tests/unit/test_export_libav_logging.py).
 """
 from __future__ import annotations
 
@@ -162,9 +162,8 @@ def _export(prompt, i):
 
 def _wardrobe(prompt, i):
     # The mask video and the clip alike (24 fps files); the mask cache is keyed by the clip's frames. Its misses
-    # take the first 5, 4, 3, 2 and 7 frames (hits: 6), not a later start: with skip_first_frames the server
-    # stalled in 3 of about 12 such passes (docs/harness.md); the few new sizes weigh little against its 16 MiB
-    # of inputs per run.
+    # take the first 5, 4, 3, 2 and 7 frames (hits: 6): the few new sizes weigh little against its 16 MiB of inputs
+    # per run.
     if _miss(i):
         _set(prompt, "BroadcastLoadVideo", {"frame_cap": (5, 4, 3, 2, 7)[i // 4], "target_fps": 0.0})
     else:
