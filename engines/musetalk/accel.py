@@ -16,12 +16,17 @@ from .audio_features import TOKENS
 
 LATENT = 32          # 256 px face crop / 8
 
-# `auto` on a CPU, per network (docs/accel.md, full size, random weights, one thread each, cos 1.000000 vs eager):
-# ONNX Runtime ran the UNet step in 3.70 s against eager fp32's 17.2 s (4.65x) and the VAE decoder in 26.5 s
-# against 11.5 s (0.43x); the mix (ORT UNet, eager VAE) was 1.89x eager on UNet + VAE. GPUs keep the device order.
+# `auto` on a CPU, per network: eager for both (docs/accel.md). On 2026-12-02, idle (load average 0.3-1.5), full size,
+# random weights, cos 1.000000: with both libraries on their default threads (what a ComfyUI user gets) the UNet step
+# took 960 ms eager fp32 and 1220 ms on ONNX Runtime (0.79x), the VAE decoder 1456 vs 1377 ms (1.06x), the pair
+# 0.93x, and the ORT session holds a second copy of the UNet (+3.3 GB) after a 20 s export. ORT won only single-
+# threaded (UNet 853 vs 1784 ms, 2.09x) and got slower with a second thread (1212 ms), while torch scaled (960 ms):
+# the earlier 4.65x was measured one thread each under heavy load. Explicit `onnxruntime` stays one choice away.
 CPU_PREFERENCE = {
-    "unet": Preference(("onnxruntime", "eager"), "ONNX Runtime measured 4.65x eager fp32 on the full-size UNet"),
-    "vae_decode": Preference(("eager",), "ONNX Runtime measured 0.43x eager fp32 on the full-size VAE decoder"),
+    "unet": Preference(("eager",), "ONNX Runtime measured 0.79x eager fp32 on the full-size UNet at default "
+                                   "threads, and +3.3 GB"),
+    "vae_decode": Preference(("eager",), "ONNX Runtime measured 1.06x eager fp32 on the full-size VAE decoder, "
+                                         "not worth a second copy of the weights"),
 }
 
 

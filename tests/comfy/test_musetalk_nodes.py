@@ -81,9 +81,9 @@ def test_chain_exports_lipsynced_video_with_audio_and_reuses_the_avatar(comfy, i
         assert c.streams.audio[0].codec_context.name == "aac"
     assert len(_avatars(comfy)) == 1
     assert "precompiled" in entry["outputs"]["5"]["text"][0]
-    # backend auto on the CPU, per network: ONNX Runtime for the UNet, eager for the VAE decoder, each with its reason
+    # backend auto on the CPU, per network, each with the measurement behind its choice (eager for both today)
     text = entry["outputs"]["6"]["text"][0]
-    assert "musetalk_unet: auto picked onnxruntime (CPUExecutionProvider" in text
+    assert "musetalk_unet: auto picked eager (fp32); auto order on cpu: eager (ONNX Runtime measured" in text
     assert "musetalk_vae_decoder: auto picked eager (fp32); auto order on cpu: eager (ONNX Runtime measured" in text
     # Same frames again, but through a changed loader setting (a cap equal to the clip's length), so ComfyUI's own
     # cache does not skip the nodes: the avatar node runs and loads the avatar from the pack's cache.
