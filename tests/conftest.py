@@ -62,3 +62,14 @@ def pytest_runtest_makereport(item, call):
     if report.failed and "comfy" in getattr(item, "fixturenames", ()) and _servers:
         server = _servers[-1]
         report.sections.append((f"ComfyUI server log (tail of {server.log_path})", server.log_tail(8000)))
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The figures a passing test prints for the record (lines starting "[memory]": the memory gate's per-family
+    slopes and bounds) shown at the end of the run, so CI's log carries them without `pytest -s`."""
+    lines = [line for report in terminalreporter.stats.get("passed", ()) if report.when == "call"
+             for line in report.capstdout.splitlines() if line.startswith("[memory]")]
+    if lines:
+        terminalreporter.section("figures printed by passing tests")
+        for line in lines:
+            terminalreporter.write_line(line)
