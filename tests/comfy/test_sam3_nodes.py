@@ -5,7 +5,6 @@ fail with the input named; the adapter for core's track data is registered with 
 """
 from __future__ import annotations
 
-import json
 import shutil
 
 import numpy as np
@@ -72,32 +71,16 @@ def test_nodes_listed_with_types_and_tooltips(tiny):
 
 def _watch(comfy, graph, on_progress=None):
     """Queue `graph` and follow it on the websocket: ``(prompt_id, [(value, max)] of node 4, final event type)``."""
-    import websocket
+    from tests.fixtures.watch import END, watch_prompt
 
-    ws = websocket.create_connection(comfy.url.replace("http", "ws", 1) + f"/ws?clientId={comfy.client_id}",
-                                     timeout=300)
-    try:
-        prompt_id = comfy.queue(graph)
-        progress, final = [], None
-        while final is None:
-            message = ws.recv()
-            if not isinstance(message, str):
-                continue
-            event = json.loads(message)
-            data = event.get("data", {})
-            if data.get("prompt_id") != prompt_id:
-                continue
-            if event["type"] == "progress" and data.get("node") == "4":
-                progress.append((data["value"], data["max"]))
-                if on_progress:
-                    on_progress(data["value"])
-            if event["type"] in ("execution_success", "execution_error", "execution_interrupted"):
-                final = event["type"]
-            elif event["type"] == "executing" and data.get("node") is None:
-                final = "execution_success"
-    finally:
-        ws.close()
-    return prompt_id, progress, final
+    prompt_id, events = watch_prompt(comfy, graph)
+    progress, kind = [], None
+    for kind, data in events:
+        if kind == "progress" and data.get("node") == "4":
+            progress.append((data["value"], data["max"]))
+            if on_progress:
+                on_progress(data["value"])
+    return prompt_id, progress, kind if kind in END else "execution_success"   # else: executing with no node
 
 
 def test_video_mask_outputs_and_progress(tiny):
