@@ -53,7 +53,8 @@ def prepare_prompt(workflow: dict, overrides: dict, object_info: dict) -> dict:
 
 
 class _Progress:
-    """Prints the server's progress for one prompt, from its websocket (if websocket-client is installed)."""
+    """Prints the server's progress for one prompt, from its websocket (`scripts/comfy_ws.connect`: none without
+    websocket-client)."""
 
     def __init__(self, client: ComfyClient, titles: dict):
         self.client, self.titles = client, titles
@@ -64,10 +65,9 @@ class _Progress:
         self._lock = threading.Lock()
         self._early: list = []
         try:
-            import websocket  # websocket-client
+            from scripts.comfy_ws import connect, ws_url
 
-            ws_url = client.url.replace("http", "ws", 1) + f"/ws?clientId={client.client_id}"
-            self._ws = websocket.create_connection(ws_url, timeout=5)
+            self._ws = connect(ws_url(client.url, client.client_id), timeout=5)
             self._ws.settimeout(1)
             threading.Thread(target=self._read, daemon=True).start()
         except Exception:  # progress is a nicety: without it, the run still completes
