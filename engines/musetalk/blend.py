@@ -12,8 +12,9 @@ it stays the source frame bit for bit.
 from __future__ import annotations
 
 import math
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Optional
 
 import torch
@@ -69,17 +70,72 @@ def resize_matrix(src: int, dst: int, device=None, dtype=torch.float32) -> torch
     A resize is ``R_y @ img @ R_x.T``; taking rows of the matrices resizes only a window of the output, with the
     same values the full resize would give there.
     """
-    return _resize_matrix(int(src), int(dst)).to(device=device, dtype=dtype)
+    return _MATRICES.get(int(src), int(dst)).to(device=device, dtype=dtype)
 
 
-@lru_cache(maxsize=512)
-def _resize_matrix(src: int, dst: int) -> torch.Tensor:
+def _build_resize_matrix(src: int, dst: int) -> torch.Tensor:
     scale = src / dst
     support = max(scale, 1.0)
     centres = (torch.arange(dst, dtype=torch.float64) + 0.5) * scale - 0.5
     taps = torch.arange(src, dtype=torch.float64)
     w = (1.0 - (taps[None, :] - centres[:, None]).abs() / support).clamp_min(0.0)
     return (w / w.sum(dim=1, keepdim=True)).to(torch.float32)
+
+
+# One matrix per (crop side, box side): ~60 KB at the tiny test sizes, ~0.5 MB for a 1080p face box (256 x ~500
+# float32). A loop has few box sizes, but a server that keeps running sees every clip's; a count bound (the former
+# lru_cache of 512) let that reach ~220 MB at full size, so the bound is in bytes.
+RESIZE_CACHE_BYTES = 16 << 20
+
+
+class ResizeMatrixCache:
+    """Least-recently-used resize matrices (`_build_resize_matrix`), at most `max_bytes` of tensor data in all.
+
+    A matrix larger than the whole cap is built and returned but not kept. Thread-safe (the pipelined lip-sync
+    pastes from worker threads); an evicted matrix a caller still holds stays valid (it is only no longer cached).
+    """
+
+    def __init__(self, max_bytes: int = RESIZE_CACHE_BYTES):
+        if int(max_bytes) < 0:
+            raise ValueError(f"max_bytes must be >= 0, got {max_bytes}")
+        self.max_bytes = int(max_bytes)
+        self.nbytes = 0
+        self.hits = self.misses = self.evictions = 0
+        self._entries: "OrderedDict[tuple[int, int], torch.Tensor]" = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, src: int, dst: int) -> torch.Tensor:
+        key = (int(src), int(dst))
+        with self._lock:
+            m = self._entries.get(key)
+            if m is not None:
+                self._entries.move_to_end(key)
+                self.hits += 1
+                return m
+            self.misses += 1
+        m = _build_resize_matrix(*key)
+        size = m.element_size() * m.nelement()
+        with self._lock:
+            if key in self._entries or size > self.max_bytes:   # another thread built it, or it never fits
+                return self._entries.get(key, m)
+            self._entries[key] = m
+            self.nbytes += size
+            while self.nbytes > self.max_bytes:
+                _, old = self._entries.popitem(last=False)
+                self.nbytes -= old.element_size() * old.nelement()
+                self.evictions += 1
+        return m
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self.nbytes = 0
+
+
+_MATRICES = ResizeMatrixCache()
 
 
 def crop_resize(frame: torch.Tensor, box, size: int = CROP) -> torch.Tensor:

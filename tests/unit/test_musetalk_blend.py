@@ -109,3 +109,28 @@ def test_ping_pong_plays_back_and_forth():
 def test_unknown_loop_mode_is_refused():
     with pytest.raises(ValueError):
         source_indices(3, 25, 25, 4, "shuffle")
+
+
+def test_resize_matrix_cache_is_bounded_by_bytes_and_evicts_the_least_recently_used():
+    from engines.musetalk.blend import RESIZE_CACHE_BYTES, ResizeMatrixCache, _MATRICES, _build_resize_matrix
+    one = 256 * 300 * 4                                 # a [300, 256] float32 matrix
+    cache = ResizeMatrixCache(max_bytes=3 * one)
+    a = cache.get(256, 300)
+    assert torch.equal(a, _build_resize_matrix(256, 300)) and cache.nbytes == one
+    cache.get(300, 256)
+    cache.get(256, 300)                                 # a is now the most recently used
+    assert cache.get(256, 300) is a and cache.hits == 2
+    cache.get(256, 301)                                 # 3 * one + 1024 bytes: over the cap, the LRU (300, 256) goes
+    assert cache.evictions == 1 and cache.nbytes <= cache.max_bytes
+    assert (300, 256) not in cache._entries and (256, 300) in cache._entries
+    for dst in range(400, 440):                         # many sizes never pass the cap
+        cache.get(256, dst)
+        assert cache.nbytes <= cache.max_bytes and cache.nbytes == sum(m.nbytes for m in cache._entries.values())
+    huge = ResizeMatrixCache(max_bytes=one - 1).get(256, 300)   # larger than the whole cap: built, not kept
+    assert torch.equal(huge, a)
+    cache.clear()
+    assert len(cache) == 0 and cache.nbytes == 0
+    # the module's cache (the one resize_matrix uses) is bounded by bytes, not by a count
+    assert _MATRICES.max_bytes == RESIZE_CACHE_BYTES <= 64 << 20
+    with pytest.raises(ValueError, match="max_bytes"):
+        ResizeMatrixCache(max_bytes=-1)
