@@ -17,7 +17,7 @@ __all__ = ["BACKENDS", "Accelerated", "backend_input", "build_options", "engine_
 from . import comfy_bridge
 
 BACKEND_TOOLTIP = ("auto: the fastest that works here, per network (TensorRT, then CUDA graphs, then eager on a GPU; "
-                   "on the CPU ONNX Runtime for MuseTalk's UNet, exported once and cached, eager for the rest). A "
+                   "on the CPU eager PyTorch, which measured fastest there: docs/accel.md). A "
                    "backend that cannot run falls back to eager PyTorch and the summary says why. TensorRT engines "
                    "are built on first use into models/broadcast_tensorrt (minutes).")
 

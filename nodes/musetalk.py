@@ -317,7 +317,8 @@ class BroadcastMuseTalkLipSync(io.ComfyNode):
                              tooltip="Run the UNet on every Nth frame and SLERP the latents between (1 = every "
                                      "frame; 2-3 are faster and steadier). 2: per-frame evaluation makes the teeth "
                                      "shimmer from frame to frame, SLERP between keyframes 80 ms apart removes it "
-                                     "and halves the UNet work. adaptive: the stride on fast articulation."),
+                                     "and halves the UNet work. With stride_mode adaptive, this is the stride used on "
+                                     "fast articulation."),
                 io.Float.Input("fps", default=0.0, min=0.0, max=120.0, step=0.001,
                                tooltip="Output frame rate; 0 = the avatar's."),
                 io.Combo.Input("loop_mode", options=list(LOOP_MODES), default="wrap",
