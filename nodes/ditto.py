@@ -368,7 +368,7 @@ class BroadcastDittoRender(io.ComfyNode):
                                   ease_frames=int(ease_frames), blend=blend)
         n = len(motion.kp_driven)
         if stream_to_export:
-            # The pipeline is made ready when the export pulls the frames (the networks may have moved since).
+            # FrameStream calls this once here (so its checks fail in this node), then again for each further pass.
             frames = FrameStream(lambda: ditto_model.ready_for(int(batch_size))[0].render(
                 avatar, motion, settings, comfy_bridge.progress(n)), n, motion.fps, "Ditto Render")
             return io.NodeOutput(None, audio, "", frames, motion.fps, ui=comfy_bridge.with_audio_player(

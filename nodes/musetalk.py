@@ -398,7 +398,7 @@ class BroadcastMuseTalkLipSync(io.ComfyNode):
         out_fps = float(settings.fps or avatar.fps)
         stats = LipSyncStats()
         if stream_to_export:
-            def render():      # the networks are made ready when the export pulls the frames (they may have moved)
+            def render():      # called once by FrameStream here, then again per further pass (the nets may have moved)
                 nets, device = musetalk_model.ready_for(settings.batch_size)
                 return lipsync_chunks(nets, avatar, audio, settings, device=device,
                                       progress=comfy_bridge.progress(1), stats=stats)
