@@ -117,15 +117,14 @@ class ResizeMatrixCache:
                 return m
             self.misses += 1
         m = _build_resize_matrix(*key)
-        size = m.element_size() * m.nelement()
         with self._lock:
-            if key in self._entries or size > self.max_bytes:   # another thread built it, or it never fits
+            if key in self._entries or m.nbytes > self.max_bytes:   # another thread built it, or it never fits
                 return self._entries.get(key, m)
             self._entries[key] = m
-            self.nbytes += size
+            self.nbytes += m.nbytes
             while self.nbytes > self.max_bytes:
                 _, old = self._entries.popitem(last=False)
-                self.nbytes -= old.element_size() * old.nelement()
+                self.nbytes -= old.nbytes
                 self.evictions += 1
         return m
 
