@@ -174,6 +174,14 @@ def _job(row: dict, line: int, batch_path: Path, default_workflow, input_hashes:
 
 
 # -- one attempt's prompt -----------------------------------------------------------------------------------------
+# Output nodes that write a folder of their own naming instead of files under a `filename_prefix`: a workflow ending
+# in one prepares something once for other workflows to load; it is not a per-job output the runner can fetch and hash.
+FOLDER_WRITERS = {
+    "SaveTrainingDataset": ("folder_name", "a dataset folder (in output/ on ComfyUI 0.3.75, the datasets folder on "
+                            "newer cores) that /history does not list and /view cannot fetch"),
+}
+
+
 def unique_prefixes(prompt: dict, tag: str) -> dict:
     """A copy of the prompt whose every `filename_prefix` ends with `_<tag>`.
 
@@ -188,6 +196,15 @@ def unique_prefixes(prompt: dict, tag: str) -> dict:
             node["inputs"]["filename_prefix"] = f"{value.rstrip('/') or 'batch'}_{tag}"
             found += 1
     if not found:
+        for node_id, node in prompt.items():
+            if node.get("class_type") in FOLDER_WRITERS:
+                field, what = FOLDER_WRITERS[node["class_type"]]
+                title = (node.get("_meta") or {}).get("title") or node["class_type"]
+                folder = (node.get("inputs") or {}).get(field)
+                raise WorkflowError(
+                    f"a preparation workflow, not a batch job: its {node['class_type']} node {node_id} ({title!r}) "
+                    f"writes one shared folder {folder!r}, {what}, so there is no per-job output to copy and hash; "
+                    "run it once per input with scripts/run_workflow.py instead")
         raise WorkflowError("the workflow has no node with a filename_prefix input (a Save or Export node), so an "
                             "attempt could be answered from ComfyUI's cache with no file; add one")
     return out

@@ -34,10 +34,10 @@ STAGES: dict[str, list[tuple[str, list[str]]]] = {
                            ("Lip-sync the new loop (MuseTalk)", ["108", "109", "110", "111"]),
                            ("Export and QC", ["112", "113"])],
     "wardrobe_core_sam3_masks": [("Input and core SAM3", ["1", "2", "3", "4"]), ("Track", ["5", "6", "7", "8"]),
-                                 ("Cache and check", ["9", "10", "11", "12", "13"])],
+                                 ("Cache and save", ["9", "10", "11", "12", "13"])],
     "tts_dialogue": [("Model and saved voices", ["1", "4", "5"]), ("Dialogue (two voices)", ["2", "3"]),
-                     ("Morphed voice", ["6", "7", "8"])],
-    "tts_master": [("Voice", ["1", "2", "3"]), ("Script", ["4"]), ("Speech and mastering", ["5", "6"])],
+                     ("Morphed voice", ["6", "7", "8"]), ("Save", ["9", "10"])],
+    "tts_master": [("Voice", ["1", "2", "3"]), ("Script", ["4"]), ("Speech, mastering and save", ["5", "6", "7"])],
     "musetalk_lipsync": [("Inputs", ["1", "2"]), ("Lip-sync (MuseTalk)", ["3", "4", "5", "6"]),
                          ("Export and QC", ["7", "8"])],
     "ditto_talking_head": [("Inputs", ["1", "2"]), ("Lip-sync (Ditto)", ["3", "4", "5", "6", "7"]),
@@ -119,14 +119,16 @@ NOTES: dict[str, str] = {
         "there it shows as missing (red). Update ComfyUI to run it.\n"
         "Provide: the presenter loop (Load Video), the garment and hands prompts.\n"
         "Models: core's SAM3 checkpoint in models/checkpoints/.\n"
-        "Expect: mask previews; the masks cached for wardrobe_vace / wardrobe_minimax_h3.\n"
+        "Expect: the masks cached for wardrobe_vace / wardrobe_minimax_h3, and saved as PNGs (one a frame, white = "
+        "mask) in output/wardrobe/ (core_sam3_garment_mask_*, core_sam3_hands_mask_*).\n"
         "Time: about a second per frame on a GPU."),
     "tts_master": (
         "Voice clone + broadcast mastering.\n\n"
         "Provide: a 3-10 s reference clip (Reference clip) and its exact transcript (Anchor voice); or a voice "
         "saved earlier with save_as. Type the script in Script.\n"
         "Models: models/omnivoice/omnivoice/.\n"
-        "Expect: a player with the mastered speech (-14 LUFS, -1 dBTP) and its report.\n"
+        "Expect: a player with the mastered speech (-14 LUFS, -1 dBTP) and its report; Save Speech writes it as FLAC "
+        "to output/broadcast/ (tts_master_*.flac).\n"
         "Time: seconds per sentence on a GPU."),
     "tts_dialogue": (
         "Two voices: a speaker-tagged script read by two saved voices into one mastered track, and a 70/30 morph of "
@@ -134,7 +136,8 @@ NOTES: dict[str, str] = {
         "Provide: two voices saved with Broadcast Voice Prompt's save_as ('dialogue anchor', 'dialogue "
         "correspondent'; or change speakers) and the script in Dialogue.\n"
         "Models: models/omnivoice/omnivoice/; voices in models/omnivoice_voices/.\n"
-        "Expect: two players with mastered speech (Master dialogue, Master morph).\n"
+        "Expect: two players with mastered speech (Master dialogue, Master morph); Save Dialogue and Save Morph write "
+        "them as FLAC to output/broadcast/ (tts_dialogue_*.flac, tts_dialogue_morph_*.flac).\n"
         "Time: seconds per sentence on a GPU."),
     "musetalk_lipsync": (
         "MuseTalk lip-sync of an avatar loop to speech you already have.\n\n"

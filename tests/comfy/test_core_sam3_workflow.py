@@ -37,7 +37,7 @@ def sam3_run(comfy):
 def test_cached_masks_reach_the_outputs_exactly(sam3_run, comfy):
     prompt, _, entry = sam3_run
     truth = core_sam3_wardrobe.clip()
-    for title, key in (("Garment Mask", "garment"), ("Hands Mask", "hands")):
+    for title, key in (("Save Garment Mask", "garment"), ("Save Hands Mask", "hands")):
         frames = tap_frames(comfy, entry, _node(prompt, title))
         want = (truth[key].numpy() > 0.5).astype(np.uint8) * 255
         assert frames.shape[:3] == want.shape and np.array_equal(frames[..., 0], want), title

@@ -392,22 +392,38 @@ def test_a_job_with_its_own_problem_is_invalid_and_the_others_run(tmp_path, work
 
 
 def test_every_shipped_api_workflow_reads_as_a_job(tmp_path):
-    """Each shipped API twin makes a job; those with a saving node get per-attempt prefixes, the others (previews
-    only) are refused with the reason, never run with a result the cache could swallow."""
+    """Every shipped API twin makes a job and batches with per-attempt prefixes on all its saving nodes, except
+    wardrobe_vace_prompt: a preparation workflow writing one shared dataset folder, refused with that reason."""
+    from scripts.workflow_layout import STAGES
     from tests.workflow_cases import REPO_ROOT
 
     twins = sorted((REPO_ROOT / "workflows" / "api").glob("*.api.json"))
+    assert sorted(p.name.split(".")[0] for p in twins) == sorted(STAGES)  # every shipped workflow, none left out
     batch = tmp_path / "all.jsonl"
     batch.write_text("".join(json.dumps({"name": p.name.split(".")[0], "workflow": str(p)}) + "\n" for p in twins))
     jobs = read_batch(batch)
-    batchable = []
+    batchable, refused = [], {}
     for job in jobs:
         try:
             tagged = unique_prefixes(job.workflow, "k-a1-t")
         except WorkflowError as exc:
-            assert "no node with a filename_prefix" in str(exc)
+            refused[job.name] = str(exc)
             continue
         batchable.append(job.name)
         prefixes = [n["inputs"]["filename_prefix"] for n in tagged.values() if "filename_prefix" in n["inputs"]]
-        assert prefixes and all(p.endswith("_k-a1-t") for p in prefixes)
-    assert {"demo_export", "musetalk_lipsync", "ditto_talking_head", "wardrobe_vace"} <= set(batchable)
+        assert prefixes and all(p.endswith("_k-a1-t") for p in prefixes), job.name
+        # What a speech or mask job makes is kept: each Audio Master feeds a Save Audio, the masks a Save Image.
+        saved = {n["inputs"]["images" if n["class_type"] == "SaveImage" else "audio"][0] for n in tagged.values()
+                 if n["class_type"] in ("SaveAudio", "SaveImage")}
+        masters = {k for k, n in tagged.items() if n["class_type"] == "BroadcastAudioMaster"}
+        if job.name.startswith("tts_"):
+            assert masters and masters <= saved, f"{job.name}: Audio Master(s) {sorted(masters - saved)} not saved"
+        if job.name == "wardrobe_core_sam3_masks":
+            mask_images = {k for k, n in tagged.items() if n["class_type"] == "MaskToImage"}
+            assert len(mask_images) == 2 and mask_images <= saved
+    assert sorted(batchable) == sorted(set(STAGES) - {"wardrobe_vace_prompt"})
+    assert list(refused) == ["wardrobe_vace_prompt"]
+    reason = refused["wardrobe_vace_prompt"]
+    for part in ("a preparation workflow", "SaveTrainingDataset node 5 ('Save Prompt Conditioning')",
+                 "one shared folder 'wardrobe_vace_prompt'", "/history does not list", "scripts/run_workflow.py"):
+        assert part in reason, reason

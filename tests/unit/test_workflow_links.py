@@ -34,7 +34,6 @@ TWO_CONSUMERS = "model and voices feed Dialogue and the morph: one link to the s
 ALLOWED: dict[str, dict[tuple[str, str, str], str]] = {
     'tts_dialogue': {
         ('OmniVoice.omnivoice_model', 'Dialogue.omnivoice_model', 'Voice A (saved)'): TWO_CONSUMERS,
-        ('Voice B (saved).voice_prompt', 'Voice Morph 70/30.voice_b', 'Dialogue'): TWO_CONSUMERS,
     },
     'ditto_talking_head': {
         ('Ditto Avatar.avatar', 'Ditto Render.avatar', 'Ditto Motion'): NO_BETTER_PLACE,
