@@ -247,3 +247,56 @@ def test_the_runners_client_is_woken_by_the_real_servers_websocket(comfy):
     finally:
         client.unwatch()
     assert not client.watching()
+
+
+def test_a_shipped_broadcast_runs_through_the_runner_end_to_end(comfy, tmp_path):
+    """The shipped broadcast_musetalk twin, on the tiny models and the short CI script its case sets, as one job of a
+    batch on the session's server (by URL): done, the one exported .mp4 copied with its sha256 (the same bytes as the
+    server's file), Broadcast QC's verdict and report in the `done` record, the exit code following the verdict."""
+    from scripts.batch_jobs import unique_prefixes
+    from tests.fixtures import broadcast
+    from tests.workflow_cases import case_for, shipped_api_twin
+
+    overrides = case_for("broadcast_musetalk").prepare(comfy)   # tiny OmniVoice + MuseTalk, 1.5 s of speech
+    batch = tmp_path / "broadcast.jsonl"
+    batch.write_text(json.dumps({"name": "evening-01", "workflow": str(shipped_api_twin("broadcast_musetalk")),
+                                 "set": overrides}) + "\n")
+    out_dir = tmp_path / "out"
+    proc = subprocess.run([os.environ.get("BA_PYTHON") or sys.executable, str(RUNNER), str(batch), "--url", comfy.url,
+                           "--no-progress", "--out-dir", str(out_dir), "--summary-json", str(tmp_path / "s.json"),
+                           "--max-attempts", "1"], capture_output=True, text=True, timeout=600)
+    log = proc.stdout[-4000:] + proc.stderr[-4000:]
+    records = [json.loads(line) for line in (out_dir / "ledger.jsonl").read_text().splitlines()]
+    done = [r for r in records if r["state"] == "done"]
+    assert [r["state"] for r in records if r["state"] not in ("job", "server")] == ["submitted", "done"], log
+    record = done[0]
+    [submitted] = [r for r in records if r["state"] == "submitted"]
+    prefixes = {n["inputs"]["filename_prefix"] for n in unique_prefixes(json.loads(
+        shipped_api_twin("broadcast_musetalk").read_text()), submitted["prefix"]).values()
+        if "filename_prefix" in n["inputs"]}
+    videos = [f for f in record["files"] if f["path"].endswith(".mp4")]
+    assert len(videos) == 1, record["files"]
+    video = videos[0]
+    copied = Path(video["path"])
+    assert copied.parent == out_dir / "evening-01" and copied.stat().st_size == video["bytes"] > 0
+    assert sha256_file(copied) == video["sha256"]
+    served = comfy.output_dir / video["server_file"]["subfolder"] / video["server_file"]["filename"]
+    assert sha256_file(served) == video["sha256"], "the copy is not the server's file"
+    server_name = f"{video['server_file']['subfolder']}/{video['server_file']['filename']}"
+    assert any(server_name.startswith(p + "_") for p in prefixes), (server_name, prefixes)   # this attempt's own
+    frames, fps, sound, rate = broadcast.read_mp4(copied)
+    assert frames > 0 and len(sound) / rate == pytest.approx(frames / fps, abs=1.0 / fps + 1e-6)
+    # Broadcast QC's verdict on that file, as the runner recorded it (the shape tests/fixtures/broadcast.check_qc
+    # pins on the history entry); the tiny random voice may fail some checks: reported, the job still done.
+    assert len(record["qc"]) == 1, record["qc"]
+    verdict = record["qc"][0]
+    report = verdict["report"]
+    assert report["source"]["name"] == video["server_file"]["filename"]
+    assert set(broadcast.QC_CHECKS) <= set(report["checks"])
+    assert verdict["failed"] == [n for n, c in report["checks"].items() if c["status"] == "fail"]
+    assert verdict["verdict"] == ("fail" if verdict["failed"] else "pass")
+    assert proc.returncode == (5 if verdict["verdict"] == "fail" else 0), log
+    summary = json.loads((tmp_path / "s.json").read_text())
+    [job] = summary["jobs"]
+    assert (job["state"], job["how"], job["tries"], job["qc"], job["files"]) == (
+        "done", "ran", 1, [verdict["verdict"]], [f["path"] for f in record["files"]])
