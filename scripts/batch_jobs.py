@@ -177,8 +177,8 @@ def _job(row: dict, line: int, batch_path: Path, default_workflow, input_hashes:
 # Output nodes that write a folder of their own naming instead of files under a `filename_prefix`: a workflow ending
 # in one prepares something once for other workflows to load; it is not a per-job output the runner can fetch and hash.
 FOLDER_WRITERS = {
-    "SaveTrainingDataset": ("folder_name", "a dataset folder (in output/ on ComfyUI 0.3.75, the datasets folder on "
-                            "newer cores) that /history does not list and /view cannot fetch"),
+    "SaveTrainingDataset": ("folder_name", "a dataset folder (in output/ on ComfyUI 0.3.75, in the datasets folder "
+                            "on newer cores, which /view does not serve) whose files /history does not list"),
 }
 
 
@@ -204,7 +204,8 @@ def unique_prefixes(prompt: dict, tag: str) -> dict:
                 raise WorkflowError(
                     f"a preparation workflow, not a batch job: its {node['class_type']} node {node_id} ({title!r}) "
                     f"writes one shared folder {folder!r}, {what}, so there is no per-job output to copy and hash; "
-                    "run it once per input with scripts/run_workflow.py instead")
+                    "run it once for each thing it prepares (a garment prompt, say) with scripts/run_workflow.py "
+                    "instead")
         raise WorkflowError("the workflow has no node with a filename_prefix input (a Save or Export node), so an "
                             "attempt could be answered from ComfyUI's cache with no file; add one")
     return out
