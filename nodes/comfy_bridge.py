@@ -11,7 +11,7 @@ from pathlib import Path
 
 import folder_paths
 
-from ..engines.common.cache import ContentCache
+from ..engines.common.cache import ContentCache, max_bytes_or_default
 from ..engines.common.errors import InputError, ModelFilesMissing
 from ..engines.common.progress import Progress
 
@@ -120,9 +120,19 @@ def model_dir(family: str, name: str, input_name: str = "model_name") -> Path:
                             hint=f"Put the '{name}' folder inside models/{family} (see the README).")
 
 
+_CAP_PROBLEMS_LOGGED: set = set()
+
+
 def cache() -> ContentCache:
-    """The pack's content-hash cache, inside ComfyUI's models folder (capped: BROADCAST_CACHE_MAX_GB)."""
-    return ContentCache(folder_paths.get_folder_paths(CACHE_FOLDER)[0])
+    """The pack's content-hash cache, inside ComfyUI's models folder (capped: BROADCAST_CACHE_MAX_GB; a malformed
+    value is logged once and the default cap used)."""
+    import logging
+
+    max_bytes, problem = max_bytes_or_default()
+    if problem and problem not in _CAP_PROBLEMS_LOGGED:
+        _CAP_PROBLEMS_LOGGED.add(problem)
+        logging.getLogger("broadcast_avatar").warning("Broadcast Avatar: cache: %s", problem)
+    return ContentCache(folder_paths.get_folder_paths(CACHE_FOLDER)[0], max_bytes=max_bytes)
 
 
 def report_cache() -> None:
@@ -134,7 +144,7 @@ def report_cache() -> None:
         store = cache()
         store.enforce_cap()
         log.info("Broadcast Avatar: cache %s", store.describe())
-    except (OSError, ValueError) as exc:  # a bad BROADCAST_CACHE_MAX_GB, an unreadable folder: say so, load anyway
+    except OSError as exc:  # an unreadable folder: say so, load anyway
         log.warning("Broadcast Avatar: cache: %s", exc)
 
 

@@ -128,6 +128,17 @@ def default_max_bytes() -> Optional[int]:
     return int(value * GIB)
 
 
+def max_bytes_or_default() -> tuple[Optional[int], Optional[str]]:
+    """The cap as a server uses it: ``(default_max_bytes(), None)``, or for a malformed ``BROADCAST_CACHE_MAX_GB``
+    the default cap and the problem, to be logged. A typo in an environment variable must not make every
+    cached node of a running server fail; the server says once what it uses instead (`scripts/cache.py`, which a
+    user runs by hand, refuses the bad value outright)."""
+    try:
+        return default_max_bytes(), None
+    except ValueError as exc:
+        return int(DEFAULT_MAX_GB * GIB), f"{exc}; using the default cap of {DEFAULT_MAX_GB} GiB until it is fixed"
+
+
 class ContentCache:
     """A folder of content-addressed entries, grouped by namespace (one per kind of thing cached), kept under a
     size cap by least-recently-used eviction.

@@ -92,6 +92,17 @@ def test_a_bad_cap_names_the_variable(monkeypatch, raw):
         cache_mod.default_max_bytes()
 
 
+@pytest.mark.parametrize("raw", ["lots", "-1", "nan"])
+def test_a_server_keeps_the_default_cap_and_names_a_bad_one(monkeypatch, raw):
+    """A running server (nodes/comfy_bridge.cache) never fails a node on a typo: the default cap and the problem."""
+    monkeypatch.setenv(cache_mod.MAX_GB_ENV, raw)
+    max_bytes, problem = cache_mod.max_bytes_or_default()
+    assert max_bytes == cache_mod.DEFAULT_MAX_GB << 30
+    assert cache_mod.MAX_GB_ENV in problem and repr(raw) in problem and "default cap of 20 GiB" in problem
+    monkeypatch.setenv(cache_mod.MAX_GB_ENV, "2")
+    assert cache_mod.max_bytes_or_default() == (2 << 30, None)
+
+
 def test_describe_gives_size_entries_and_cap(tmp_path):
     store = ContentCache(tmp_path, max_bytes=3 << 30)
     store.store("avatars", "a", 1, blob(1))
