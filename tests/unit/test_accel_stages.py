@@ -5,6 +5,7 @@ import time
 import pytest
 import torch
 
+from engines.accel import stages
 from engines.accel.stages import StageTimes, threaded, timing
 
 
@@ -43,6 +44,37 @@ def test_look_ahead_is_bounded_and_closing_stops_the_stage():
     it.close()
     assert not [t for t in threading.enumerate() if t.name == "broadcast-avatar-stage"]
     assert len(produced) < 10
+
+
+def test_stages_reuse_long_lived_workers_run_after_run():
+    """A new thread per stage per clip spreads memory over new glibc arenas (engines/accel/stages.py): clip after
+    clip, the stages run on the same few threads, and at most `keep` of them wait idle."""
+    def ident():
+        yield threading.get_ident()
+    first = [next(threaded(ident(), name="a"))]
+    for _ in range(20):
+        first.append(list(threaded(ident(), name="a"))[0])
+    assert len(set(first)) == 1                            # one stage at a time: always the same worker
+
+    def nested():                                          # three stages at once, as the MuseTalk chain runs
+        yield from threaded(threaded(threaded(ident(), name="x"), name="y"), name="z")
+    before = {t.ident for t in threading.enumerate()}
+    chains = [list(nested()) for _ in range(10)]
+    started = {t.ident for t in threading.enumerate()} - before
+    assert len(started) <= 3 and len({c[0] for c in chains}) == 1
+    assert stages._WORKERS.idle() <= stages._WORKERS.keep
+
+
+def test_an_idle_worker_keeps_nothing_of_its_last_stage():
+    import gc
+    import weakref
+
+    big = torch.zeros(1 << 20)
+    ref = weakref.ref(big)
+    assert list(threaded([big], name="keep"))[0].numel() == 1 << 20   # a list: the stage's source holds the tensor
+    del big
+    gc.collect()
+    assert ref() is None and stages._WORKERS.idle() >= 1
 
 
 def test_grad_mode_is_carried_into_the_stage():
