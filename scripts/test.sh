@@ -37,7 +37,6 @@ read -r full_core server_core <<<"${BA_CORES:-0.33.0 0.3.75}"
 rc_full=0
 rc_server=0
 run_on_core "$full_core" tests || rc_full=$?
-# The memory test measures the pack over 20 runs per family, not the core: once, on the full core, is its place.
-run_on_core "$server_core" tests/comfy --ignore=tests/comfy/test_memory_flat.py || rc_server=$?
+run_on_core "$server_core" tests/comfy || rc_server=$?
 echo "[test] whole suite on ComfyUI $full_core: exit $rc_full; tests/comfy on ComfyUI $server_core: exit $rc_server" >&2
 [ "$rc_full" = 0 ] && [ "$rc_server" = 0 ]

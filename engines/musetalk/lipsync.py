@@ -10,8 +10,9 @@ With the viseme cache on (viseme.py), a keyframe whose audio window repeats reus
 (its latent and its decoded mouth window): no UNet row and no VAE decode; only the misses fill the batches.
 Every network call runs at a fixed batch size: a short last batch is padded with copies of its last item and the
 extra outputs dropped, so there is one code path (and one shape for compiled or graph-captured runners).
-The UNet (2-3), VAE decode (4a) and paste-back (4b) are generators; pipelined (the default) each runs in its own
-thread behind a bounded queue, overlapping each other and the caller's encoder at flat memory.
+The UNet (2-3), VAE decode (4a) and paste-back (4b) are generators; pipelined (the default) each runs on its own
+worker thread (long-lived, reused clip after clip) behind a bounded queue, overlapping each other and the caller's
+encoder at flat memory.
 """
 from __future__ import annotations
 
