@@ -8,8 +8,11 @@ masks that do not match the frames, and empty, 1-sample, silent, clipped and NaN
 
 What a case may do: run, or be refused before it runs (ComfyUI's validation or the node's `validate_inputs`), or fail
 in a pack node with an `InputError` whose message starts with the name of one of that node's inputs. What it must
-never do: fail in a pack node with any other exception (a raw error reaching the user), crash validation, or kill
-the server. Failures inside core nodes (fed an edge case by the fuzz) are counted, not judged.
+never do: fail in a pack node with any other exception (a raw error reaching the user), be refused by a pack
+node's `validate_inputs` with a reason that does not start with one of its inputs, crash validation, fail in a core
+node downstream of a pack node (the pack handed on what the core could not take), or kill the server. A failure
+in the core node that makes a linked edge case (`PROVIDER_ID`: a corrupt file through Load Image) is counted, not
+judged.
 
 `run_fuzz` is used by tests/comfy/test_fuzz_nodes.py (a bounded, seeded sample in CI) and by hand:
 `BA_FUZZ_CASES=all bash scripts/test.sh tests/comfy/test_fuzz_nodes.py` runs every case.
@@ -44,6 +47,7 @@ AUDIO_FILES = ("fuzz_empty.wav", "fuzz_one_sample.wav", "fuzz_silent.wav", "fuzz
                "fuzz_corrupt.wav")
 CORRUPT_FILES = ("fuzz_corrupt.mp4", "fuzz_corrupt.png")
 MISSING_FILE = "fuzz_missing_file.mp4"
+PROVIDER_ID = "fuzz_provider"   # the core node that makes a linked edge case (an odd-sized image, a bad clip)
 
 
 def write_hostile_media(input_dir: Path) -> None:
@@ -180,7 +184,7 @@ def cases_for(base: str, prompt: dict, object_info: dict) -> list[Case]:
 def apply_case(prompt: dict, case: Case) -> dict:
     out = copy.deepcopy(prompt)
     if case.is_link:
-        provider_id = "fuzz_provider"
+        provider_id = PROVIDER_ID
         out[provider_id] = copy.deepcopy(case.value)
         out[case.node_id]["inputs"][case.input_name] = [provider_id, 0]
     else:
@@ -196,10 +200,14 @@ def judge(case: Case, outcome: Outcome, comfy, prompt: dict, object_info: dict, 
     try:
         prompt_id = comfy.queue(prompt)
     except PromptFailed as exc:
-        raw = [e for errs in (exc.payload.get("node_errors") or {}).values() for e in errs.get("errors", [])
+        node_errors = exc.payload.get("node_errors") or {}
+        raw = [e for errs in node_errors.values() for e in errs.get("errors", [])
                if str(e.get("type", "")).startswith("exception_during")]
+        unnamed = unnamed_refusals(node_errors, packs)
         if raw:
             outcome.problems.append(f"{case.describe()}: validation crashed: {raw[0].get('details', '')[:300]}")
+        elif unnamed:
+            outcome.problems.append(f"{case.describe()}: refused without naming the input: {unnamed[0][:300]}")
         else:
             outcome.refused += 1
         return
@@ -218,7 +226,12 @@ def judge(case: Case, outcome: Outcome, comfy, prompt: dict, object_info: dict, 
         return
     node_type = failure.get("node_type")
     if node_type not in packs:
-        outcome.core_errors += 1
+        if str(failure.get("node_id")) == PROVIDER_ID:   # the core node making the edge case itself refused it
+            outcome.core_errors += 1
+        else:                                            # a pack node handed on what a core node could not take
+            outcome.problems.append(f"{case.describe()}: raw {failure.get('exception_type', '')} in core node "
+                                    f"{node_type} (node {failure.get('node_id')}) downstream of the pack: "
+                                    f"{str(failure.get('exception_message', '')).strip()[:300]}")
         return
     message = str(failure.get("exception_message", "")).strip()
     exc_type = failure.get("exception_type", "")
@@ -231,6 +244,28 @@ def judge(case: Case, outcome: Outcome, comfy, prompt: dict, object_info: dict, 
                                 f"({', '.join(sorted(names))}): {message[:200]}")
     else:
         outcome.input_errors += 1
+
+
+def unnamed_refusals(node_errors: dict, packs: dict) -> list[str]:
+    """A pack node's own refusals (its `validate_inputs`) whose reason does not start with one of its inputs.
+
+    ComfyUI words a `validate_inputs` refusal as ``"<input> - <reason>"`` once per input it was given (core's
+    execution.py), so the reason after the first " - " is the node's own text; its range and type checks name the
+    input themselves (``extra_info.input_name``)."""
+    found = []
+    for errs in node_errors.values():
+        node_type = errs.get("class_type")
+        if node_type not in packs:
+            continue
+        names = set(input_specs(packs[node_type]))
+        for err in errs.get("errors", []):
+            if err.get("type") != "custom_validation_failed":
+                continue
+            details = str(err.get("details", ""))
+            reason = details.split(" - ", 1)[1] if " - " in details else ""
+            if reason.split(":", 1)[0].strip() not in names:
+                found.append(f"{node_type}: {details}")
+    return found
 
 
 def ancestors(prompt: dict, node_id: str) -> set:

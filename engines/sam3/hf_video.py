@@ -119,6 +119,30 @@ def check_model_api(model) -> None:
                            "which the propagation frames use; install a transformers 5.x that has them.")
 
 
+def text_positions(model) -> Optional[int]:
+    """How many tokens SAM3's CLIP text encoder reads (32 in facebook/sam3), or None if the model does not say."""
+    encoder = getattr(getattr(model, "detector_model", None), "text_encoder", None)
+    value = getattr(getattr(encoder, "config", None), "max_position_embeddings", None)
+    return int(value) if value else None
+
+
+def check_prompt_lengths(prompts: Sequence[str], tokenizer, limit: Optional[int]) -> None:
+    """Refuse a prompt longer than the text encoder reads, naming it, before the model fails on it deep inside.
+
+    transformers' SAM3 video processor pads every prompt to 32 tokens but does not truncate, so a longer one ends
+    in a raw "Sequence length must be less than max_position_embeddings" from CLIP. Cutting it silently would mask
+    a different garment than the user wrote; SAM3 is prompted with short noun phrases anyway."""
+    if not limit:
+        return
+    for text in prompts:
+        count = len(tokenizer(text)["input_ids"])          # with the start and end tokens, as the encoder sees it
+        if count > limit:
+            shown = text if len(text) <= 60 else text[:57] + "..."
+            raise InputError("prompts", f"prompts of at most {limit} tokens each (SAM3's text encoder reads no "
+                                        "more; short noun phrases like 'burgundy dress' work best)",
+                             f"{count} tokens in {shown!r}", "Shorten that prompt.")
+
+
 class _CapNotice(logging.Filter):
     """Drops transformers' "hitting self.max_num_objects" warning: with a cap it repeats on every detection frame,
     and reaching `max_objects` is the setting doing its job, not a problem."""
@@ -149,6 +173,7 @@ class TransformersSegmenter:
     # -- FrameSegmenter -------------------------------------------------------------------------------------------
     def start(self, prompts: Sequence[str], height: int, width: int, settings: MaskSettings) -> None:
         model, proc = self.bundle.model, self.bundle.processor
+        check_prompt_lengths(prompts, proc.tokenizer, text_positions(model))
         self._saved = {name: getattr(model, name) for name in _RUN_ATTRS}
         model.score_threshold_detection = float(settings.detection_threshold)
         # A new track needs the same confidence as a detection: one threshold, as the posts' node exposes it.

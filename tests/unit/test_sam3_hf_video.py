@@ -148,3 +148,20 @@ def test_dropping_memories_past_the_trackers_reach_changes_nothing(tiny_folder):
     reach = max(bundle.model.tracker_model.config.num_maskmem,
                 bundle.model.tracker_model.config.max_object_pointers_in_encoder)
     assert max(sizes) <= reach + 1 < 24
+
+
+def test_a_prompt_longer_than_the_text_encoder_reads_is_refused_by_name(tiny_folder):
+    """The processor pads to 32 tokens but never truncates: a longer prompt used to end in CLIP's raw
+    "Sequence length must be less than max_position_embeddings" (found by the fuzz)."""
+    bundle = load_sam3_video(tiny_folder)
+    seg = TransformersSegmenter(bundle)
+    frames = torch.rand(2, 32, 32, 3, generator=torch.Generator().manual_seed(2))
+    limit = bundle.model.detector_model.text_encoder.config.max_position_embeddings
+    long_line = " ".join(["dress"] * (limit + 5))
+    with pytest.raises(InputError, match=rf"^prompts: expected prompts of at most {limit} tokens each") as err:
+        segment_video(seg, frames, f"hands\n{long_line}", OPEN)
+    assert "tokens in 'dress dress" in str(err.value)
+    assert seg.session is None or not seg.session.prompts         # refused before a session took the prompts
+    fits = " ".join(["dress"] * (limit - 2))                       # with its start and end tokens: exactly the limit
+    assert len(bundle.processor.tokenizer(fits)["input_ids"]) == limit
+    segment_video(seg, frames, fits, OPEN)
