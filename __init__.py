@@ -18,7 +18,8 @@ log = logging.getLogger("broadcast_avatar")
 
 # family -> (module under nodes/, [(import name, pip requirement)] it cannot work without). A version range in the
 # requirement is checked too (SAM3 drives transformers internals; see engines/sam3/hf_video.py). The ranges are what
-# the tests ran on: transformers 4.57 (MuseTalk) and 5.5 (SAM3) up to the suite's own, OmniVoice's own declared floor.
+# the tests ran on: transformers 4.57 (MuseTalk), 5.3 (OmniVoice) and 5.5 (SAM3) up to the suite's own
+# (scripts/check_transformers_range.sh runs each family's tests at its floor).
 FAMILIES = {
     "export": ("export", [("av", "av")]),
     "wardrobe": ("wardrobe", [("scipy", "scipy")]),

@@ -25,5 +25,6 @@ run_at() {  # run_at <transformers version> "<other pins>" <pytest args...>
 # wants hub 0.x, which the environment's diffusers no longer accepts, so it is run with diffusers 0.35 (the floor).
 HUB1="huggingface_hub>=1.5,<2 tokenizers==0.22.2 httpx httpcore h11 anyio"
 run_at 5.5.0 "$HUB1" tests/unit/test_sam3_hf_video.py                                        # SAM3: >=5.5,<6
+run_at 5.3.0 "$HUB1" tests/unit/test_tts_omnivoice.py tests/unit/test_tts_voices.py          # OmniVoice: >=5.3
 run_at 4.57.6 "huggingface_hub==0.36.0 tokenizers==0.22.1 diffusers==0.35.2" \
     tests/unit/test_musetalk_audio.py tests/unit/test_musetalk_pipeline.py                  # MuseTalk: >=4.57
