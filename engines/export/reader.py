@@ -60,6 +60,26 @@ def _open(path: os.PathLike | str, input_name: str):
         raise InputError(input_name, "a media file FFmpeg can read", given) from exc
 
 
+def _decode(container, stream, path, input_name: str) -> Iterator:
+    """`container.decode(stream)`, with FFmpeg's decoding errors (a corrupt or truncated file that opened) as an
+    `InputError` naming the input and the file, not PyAV's raw error."""
+    import av
+
+    frames = container.decode(stream)
+    count = 0
+    while True:
+        try:
+            frame = next(frames)
+        except StopIteration:
+            return
+        except av.FFmpegError as exc:
+            given = f"'{os.path.basename(str(path))}' (decoding failed after {count} {stream.type} frames: {exc})"
+            raise InputError(input_name, "a media file FFmpeg can decode", given,
+                             "Re-export the file, or pick another one.") from exc
+        count += 1
+        yield frame
+
+
 def probe(path: os.PathLike | str, input_name: str = "video") -> VideoInfo:
     with _open(path, input_name) as container:
         if not container.streams.video:
@@ -104,7 +124,7 @@ def read_frames(path: os.PathLike | str, *, frame_cap: int = 0, skip_frames: int
         buf: list[np.ndarray] = []
         emitted = 0
         index = -1
-        for frame in container.decode(stream):
+        for frame in _decode(container, stream, path, input_name):
             index += 1
             if index < skip_frames:
                 continue
@@ -149,7 +169,7 @@ def read_audio(path: os.PathLike | str, *, start_seconds: float = 0.0, duration_
         last = None if duration_seconds is None else first + int(round(duration_seconds * rate))
         pieces: list[np.ndarray] = []
         position = 0  # samples decoded so far (from the first decoded sample, taken as time 0)
-        for frame in container.decode(stream):
+        for frame in _decode(container, stream, path, input_name):
             for out in resampler.resample(frame):
                 pieces, position = _keep(pieces, out.to_ndarray(), position, first, last)
             if last is not None and position >= last:

@@ -122,6 +122,20 @@ def test_reader_refuses_missing_and_non_media(tmp_path):
         reader.probe(tmp_path / "junk.mp4")
 
 
+def test_a_file_that_opens_but_does_not_decode_is_refused_by_name(tmp_path):
+    """Found by the fuzz: FFmpeg opens junk named .png (as an image) and fails in avcodec_receive_frame, which
+    reached the user as PyAV's raw InvalidDataError."""
+    from engines.common.errors import InputError
+
+    junk = tmp_path / "fuzz_corrupt.png"
+    junk.write_bytes(b"\x00\x01not a media file" * 64)
+    with pytest.raises(InputError, match=r"^video: expected a media file FFmpeg can decode, got 'fuzz_corrupt.png' "
+                                         r"\(decoding failed after 0 video frames: "):
+        list(reader.read_frames(junk))
+    with pytest.raises(InputError, match=r"^clip: expected a media file FFmpeg can decode"):
+        list(reader.read_frames(junk, input_name="clip"))
+
+
 def test_sample_clip_has_the_promised_shape(tmp_path):
     path = make_sample_clip(tmp_path / SAMPLE_NAME, seconds=1.0)
     info = reader.probe(path)
