@@ -167,7 +167,8 @@ NOTES: dict[str, str] = {
         "Encode the garment prompt once (Wan text encoder, about 11 GB); the VACE swap loads the result.\n\n"
         "Provide: the garment reference image.\n"
         "Models: models/text_encoders/umt5_xxl_fp8_e4m3fn_scaled.safetensors, models/vae/wan_2.1_vae.safetensors.\n"
-        "Expect: a conditioning folder in output/ (Save Prompt Conditioning).\n"
+        "Expect: the folder wardrobe_vace_prompt (Save Prompt Conditioning): in datasets/ beside models/ on "
+        "ComfyUI 0.33.0, in output/ on 0.3.75.\n"
         "Time: a minute."),
     "wardrobe_vace": (
         "Wardrobe swap with Wan 2.1 VACE: re-dress the presenter loop (then lip-sync the new loop).\n\n"
