@@ -28,3 +28,24 @@ def test_every_pack_node_of_the_rules_is_served_with_the_tainted_slot(comfy):
     for cls in ("ImageCompositeMasked", "ImageBlend", "PorterDuffImageComposite", "JoinImageWithAlpha",
                 "SetLatentNoiseMask", "VAEDecode", "VAEDecodeTiled"):
         assert cls in info, f"core node {cls} named by the lint is not served"
+
+
+def test_every_node_of_a_shipped_api_workflow_that_carries_pixels_is_in_the_table(comfy):
+    """A node an API twin uses whose outputs carry IMAGE, MASK or LATENT must be in the table: unknown classes are
+    read as "*" (taint passes through every slot), which keeps the lint safe but blurs where a leak came from, and
+    a new pack node would otherwise never be checked against /object_info above."""
+    import json
+
+    info = comfy.object_info()
+    used: dict = {}
+    for path in sorted((workflow_lint.REPO_ROOT / "workflows" / "api").glob("*.api.json")):
+        for node in json.loads(path.read_text(encoding="utf-8")).values():
+            used.setdefault(node["class_type"], path.name)
+    # Core's save and preview nodes end a graph (nothing is linked from them; 0.33.0 lists an IMAGE output on
+    # SaveImage, 0.3.75 none): every other class counts, every pack node always.
+    missing = {cls: (name, info[cls]["output"]) for cls, name in used.items()
+               if cls in info and {"IMAGE", "MASK", "LATENT"} & set(info[cls]["output"])
+               and cls not in workflow_lint.OUTPUT_TYPES
+               and (cls.startswith("Broadcast") or not info[cls].get("output_node"))}
+    assert missing == {}, ("classes (a workflow using each, their outputs) missing from "
+                           f"scripts/workflow_lint.OUTPUT_TYPES: {missing}")
