@@ -73,7 +73,9 @@ class BroadcastQC(io.ComfyNode):
                                tooltip="A local Whisper folder in models/whisper for the intelligibility check "
                                        "(never downloaded); (none) skips it with a note."),
                 io.String.Input("language", default="",
-                                tooltip="Whisper language code (en, es); empty lets Whisper detect it."),
+                                tooltip="Whisper language code (en, es); empty lets Whisper detect it. With es or en "
+                                        "the words are compared in spoken form ('42,5%' = 'cuarenta y dos coma "
+                                        "cinco por ciento')."),
                 io.Combo.Input("loudness_preset", options=list(LOUDNESS_PRESETS), default=DEFAULT_PRESET,
                                tooltip="Delivery loudness: -14 LUFS (streaming platforms) or -23 LUFS (EBU R128 "
                                        "broadcast); custom uses target_lufs. Both with true peak <= -1 dBTP."),
@@ -110,7 +112,8 @@ class BroadcastQC(io.ComfyNode):
     @classmethod
     def execute(cls, fps, expected_text, whisper_model, language, loudness_preset, channel_layout, video=None,
                 images=None, audio=None, **thresholds) -> io.NodeOutput:
-        limits = QCLimits.from_values({**thresholds, "channel_layout": channel_layout}, loudness_preset)
+        limits = QCLimits.from_values({**thresholds, "channel_layout": channel_layout, "language": language.strip()},
+                                      loudness_preset)
         transcribe = _transcriber(whisper_model, language) if expected_text.strip() else None
         if video is not None:
             result = cls._video(video, limits, expected_text, transcribe)

@@ -195,7 +195,9 @@ class BroadcastSpeechVerify(io.ComfyNode):
                                tooltip="A local Whisper folder in models/whisper (Hugging Face layout). Never "
                                        "downloaded."),
                 io.String.Input("language", default="",
-                                tooltip="Whisper language code (es, en); empty lets Whisper detect it."),
+                                tooltip="Whisper language code (es, en); empty lets Whisper detect it. With es or en "
+                                        "the words are compared in spoken form ('42,5%' = 'cuarenta y dos coma "
+                                        "cinco por ciento')."),
                 io.Boolean.Input("ignore_accents", default=False,
                                  tooltip="Count 'despues' and 'después' as the same word (a phonetic match)."),
             ],
@@ -217,7 +219,7 @@ class BroadcastSpeechVerify(io.ComfyNode):
         whisper = load_whisper(whisper_model)
         windows = int(samples.size / sr // asr.WINDOW_S) + 1
         transcript = asr.transcribe(whisper, samples, sr, language.strip() or None, progress(windows))
-        acc = verify.word_accuracy(expected_text, transcript, strip_accents=ignore_accents)
+        acc = verify.word_accuracy(expected_text, transcript, strip_accents=ignore_accents, language=language.strip())
         report = (f"word accuracy {acc.word_accuracy:.1%} ({acc.errors} errors over {acc.reference_words} words"
                   f"{', exact match' if acc.exact else ''})\ntranscript: {transcript}")
         return io.NodeOutput(acc.word_accuracy, transcript, report, ui=ui.PreviewText(report))

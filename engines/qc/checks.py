@@ -286,7 +286,7 @@ def intelligibility(m: Measured, lim: QCLimits, expected_text: str,
     if m.audio is None or m.audio.mono is None:
         return Check("intelligibility", FAIL, None, limit, std, "no audio to transcribe"), None
     transcript = transcribe(m.audio.mono, m.audio.rate)
-    acc = verify.word_accuracy(expected_text, transcript)
+    acc = verify.word_accuracy(expected_text, transcript, language=lim.language)
     return Check("intelligibility", _verdict(acc.word_accuracy >= lim.min_word_accuracy), acc.word_accuracy, limit,
                  std, f"word accuracy {acc.word_accuracy:.0%} ({acc.errors} error(s) over {acc.reference_words} "
                       f"words)"), transcript

@@ -135,6 +135,9 @@ class QCLimits:
     min_word_accuracy: float = DEFAULTS["min_word_accuracy"]
     # "mono", "stereo" or "mono_or_stereo" (EBU R128 measures either; 5.1 is not a talking-head delivery).
     channel_layout: str = "mono_or_stereo"
+    # The speech's language (es, en): the word check compares Whisper's words with the script in spoken form
+    # (engines/omnivoice/verify.py); empty: compared as written.
+    language: str = ""
 
     @classmethod
     def from_values(cls, values: dict, preset: str = DEFAULT_PRESET) -> "QCLimits":
@@ -144,7 +147,7 @@ class QCLimits:
         if preset not in LOUDNESS_PRESETS:
             raise InputError("loudness_preset", f"one of {', '.join(LOUDNESS_PRESETS)}", repr(preset))
         names = {f.name for f in fields(cls)}
-        kept = {k: (v if k == "channel_layout" else float(v)) for k, v in values.items() if k in names}
+        kept = {k: (v if k in TEXT_SETTINGS else float(v)) for k, v in values.items() if k in names}
         for t in THRESHOLDS:
             if t.name in kept and not t.minimum <= kept[t.name] <= t.maximum:
                 raise InputError(t.name, f"a value from {t.minimum:g} to {t.maximum:g}", f"{kept[t.name]:g}")
@@ -157,3 +160,4 @@ class QCLimits:
 
 
 LAYOUTS = ("mono_or_stereo", "stereo", "mono")
+TEXT_SETTINGS = ("channel_layout", "language")   # QCLimits fields that are words, not numbers

@@ -151,6 +151,23 @@ def test_whisper_check_runs_when_a_transcriber_is_given(clips):
     assert bad.failed == ["intelligibility"]
 
 
+def test_the_word_check_compares_whisper_figures_with_the_prepared_script_in_spoken_form(clips):
+    """Whisper writes figures; the broadcasts check against Text Prepare's spoken form. A perfect read must pass."""
+    from dataclasses import replace
+
+    prepared = "La inflación fue de cuarenta y dos coma cinco por ciento el quince de marzo."
+
+    def transcribe(samples, rate):
+        return "La inflación fue de 42,5% el 15/03."
+    as_written = qc_file(clips("clean"), LIMITS, expected_text=prepared, transcribe=transcribe)
+    assert as_written.failed == ["intelligibility"]                    # the language not given: compared as written
+    assert QCLimits.from_values({"language": "es"}).language == "es"      # the node's text input, kept as text
+    spanish = replace(LIMITS, language="es")
+    result = qc_file(clips("clean"), spanish, expected_text=prepared, transcribe=transcribe)
+    assert result.report["checks"]["intelligibility"]["status"] == "pass"
+    assert result.report["checks"]["intelligibility"]["value"] == 1.0
+
+
 def test_bad_limits_and_files_are_named():
     with pytest.raises(InputError, match="loudness_preset"):
         QCLimits.from_values({}, "loud")

@@ -96,6 +96,17 @@ def test_word_accuracy_after_normalisation():
     assert normalize_words("[sfx:click] It's the U.S. market!") == ["it's", "the", "u", "s", "market"]
 
 
+def test_word_accuracy_in_spoken_form_with_a_language():
+    prepared = ("El dólar cerró a mil doscientos cincuenta dólares con cincuenta centavos y la inflación fue de "
+                "cuarenta y dos coma cinco por ciento.")
+    heard = "El dólar cerró a $ 1.250,50 y la inflación fue de 42,5%."
+    assert word_accuracy(prepared, heard).errors > 5                     # as written: every figure counts
+    assert word_accuracy(prepared, heard, language="es").exact
+    assert word_accuracy(heard, prepared, language="es").exact           # a raw script against a spoken read
+    assert word_accuracy("The CEO said 3%.", "the C-E-O said three percent", language="en").exact
+    assert word_accuracy("Hola 42", "hola cuarenta y dos", language="fr").errors > 0   # no rules: as written
+
+
 def test_without_omnivoice_the_language_shape_is_still_checked(monkeypatch):
     """The text family must work without the omnivoice package: codes and names are then checked by shape only."""
     from engines.omnivoice import languages
