@@ -220,23 +220,45 @@ class ContentCache:
             save_file(cpu, str(tmp / TENSORS_FILE))
             if write_files is not None:
                 write_files(tmp)
+            stored = {"format_version": version, "namespace": namespace, "meta": dict(meta or {})}
             with open(tmp / META_FILE, "w", encoding="utf-8") as f:
-                json.dump({"format_version": version, "namespace": namespace, "meta": dict(meta or {})}, f)
-            (tmp / LOCK_FILE).touch()
+                json.dump(stored, f)
+            # Where there are locks, map the entry and take its reader's lock before it becomes visible: from the
+            # rename on, another process may evict or replace it, and the caller must still get what was written.
+            # (Windows keeps the old order: it may refuse to rename a folder with a mapped file in it.)
+            written = self._map_before_publishing(tmp) if fcntl is not None else None
             if final.exists():                # an older entry under this key: retire it first (readers keep theirs)
                 self._retire(final)
             try:
                 os.replace(tmp, final)
-            except OSError:                   # another process stored the same key meanwhile: keep theirs
-                shutil.rmtree(tmp, ignore_errors=True)
+            except OSError:                   # another process stored the same key meanwhile: keep theirs (our
+                shutil.rmtree(tmp, ignore_errors=True)  # mapping stays valid: same content, unlinked file)
+            else:
+                try:
+                    os.utime(final / META_FILE)  # least-recently-used order
+                except OSError:
+                    pass                      # already evicted by another process: ours is still mapped
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
-        entry = self.load(namespace, key, version)
-        if entry is None:
-            raise RuntimeError(f"cache entry {final} could not be read back after writing")
+        if written is not None:
+            entry = CacheEntry(path=final, tensors=written, meta=json.loads(json.dumps(stored["meta"])))
+        else:
+            entry = self.load(namespace, key, version)
+            if entry is None:
+                raise RuntimeError(f"cache entry {final} could not be read back after writing")
         self.enforce_cap(keep=final)
         return entry
+
+    @staticmethod
+    def _map_before_publishing(tmp: Path) -> dict:
+        lock = _open_lock(tmp)
+        _lock_shared(lock)
+        try:
+            return load_safetensors_mmap(tmp / TENSORS_FILE, hold_lock=lock)
+        except BaseException:
+            os.close(lock)
+            raise
 
     # -- size, eviction, clearing -------------------------------------------------------------------------------
 
