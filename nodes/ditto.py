@@ -372,8 +372,8 @@ class BroadcastDittoRender(io.ComfyNode):
             frames = FrameStream(lambda: ditto_model.ready_for(int(batch_size))[0].render(
                 avatar, motion, settings, comfy_bridge.progress(n)), n, motion.fps, "Ditto Render")
             return io.NodeOutput(None, audio, "", frames, motion.fps, ui=comfy_bridge.with_audio_player(
-                ui.PreviewText(f"{n} frames at {motion.fps:g} fps, rendered as Export Video encodes them"), audio,
-                cls))
+                ui.PreviewText("\n".join([f"{n} frames at {motion.fps:g} fps, rendered as Export Video encodes them",
+                                          *ditto_model.summary])), audio, cls))    # built by FrameStream's check
         pipeline, _ = ditto_model.ready_for(int(batch_size))
         progress = comfy_bridge.progress(n)
         if not stream_to_file:
@@ -382,6 +382,7 @@ class BroadcastDittoRender(io.ComfyNode):
                                  motion.fps, ui=shown)
         video = stream_video(cls, pipeline.render(avatar, motion, settings, progress), motion.fps, filename_prefix,
                              audio)
+        video.ui["text"] = [*video.ui.get("text", []), *ditto_model.summary]    # what ran, and on which backend
         return io.NodeOutput(video.last_frame, audio, video.path, None, motion.fps,
                              ui=comfy_bridge.with_audio_player(video.ui, audio, cls))
 

@@ -405,7 +405,8 @@ class BroadcastMuseTalkLipSync(io.ComfyNode):
 
             frames = FrameStream(render, frame_count(audio, settings, avatar), out_fps, "MuseTalk Lip Sync")
             return io.NodeOutput(None, audio, out_fps, "", frames, ui=comfy_bridge.with_audio_player(
-                ui.PreviewText(f"{len(frames)} frames at {out_fps:g} fps, rendered as Export Video encodes them"),
+                ui.PreviewText("\n".join([f"{len(frames)} frames at {out_fps:g} fps, rendered as Export Video "
+                                          "encodes them", *musetalk_model.summary])),    # built by FrameStream's check
                 audio, cls))
         nets, device = musetalk_model.ready_for(settings.batch_size)
         if not stream_to_file:
@@ -419,7 +420,7 @@ class BroadcastMuseTalkLipSync(io.ComfyNode):
                                 stats=stats)
         video = stream_video(cls, chunks, out_fps, filename_prefix, audio)
         log.info("Broadcast MuseTalk Lip Sync: %s", stats.summary())
-        video.ui["text"] = [*video.ui.get("text", []), stats.summary()]
+        video.ui["text"] = [*video.ui.get("text", []), stats.summary(), *musetalk_model.summary]
         return io.NodeOutput(video.last_frame, audio, out_fps, video.path, None,
                              ui=comfy_bridge.with_audio_player(video.ui, audio, cls))
 

@@ -97,6 +97,7 @@ def test_streaming_render_writes_the_mp4_itself(comfy, inputs):
     assert info.frame_count == math.ceil(1.6 * 25) and (info.width, info.height) == (128, 160)
     assert not list((comfy.output_dir / "broadcast").glob(".*partial*"))
     assert entry["status"]["status_str"] == "success"
+    assert "auto picked" in "\n".join(entry["outputs"]["7"]["text"])      # the backend summary, as in batch mode
     shown = entry["outputs"]["7"]["images"][0]          # previewed in the node, as Export Video does
     assert (shown["filename"], shown["subfolder"], shown["type"]) == (files[0].name, "broadcast", "output")
     with av.open(str(files[0])) as c:                   # and the workflow is embedded, as Export Video does
@@ -116,6 +117,7 @@ def test_streaming_to_export_hands_the_frames_to_export_video(comfy, inputs):
     assert info.frame_count == math.ceil(1.6 * 25) and (info.width, info.height) == (128, 160)
     assert abs(info.fps - 25.0) < 1e-6 and abs(info.duration - 1.6) <= 1 / 25   # lips stay on the speech
     assert f"{math.ceil(1.6 * 25)} frames at 25 fps" in entry["outputs"]["7"]["text"][0]
+    assert "auto picked" in entry["outputs"]["7"]["text"][0]
     assert "fps 30 ignored: Ditto Render streams its frames at 25 fps" in entry["outputs"]["8"]["text"][0]
 
 

@@ -105,6 +105,7 @@ def test_streaming_to_file_writes_the_clip_and_returns_the_last_frame(comfy, inp
         assert len(c.streams.audio) == 1
         assert json.loads(c.metadata["prompt"])["6"]["class_type"] == "BroadcastMuseTalkLipSync"
     assert "libx264" in entry["outputs"]["6"]["text"][0] or "nvenc" in entry["outputs"]["6"]["text"][0]
+    assert "musetalk_unet: auto picked eager" in "\n".join(entry["outputs"]["6"]["text"])   # the backend, as in batch
 
 
 def _decoded(comfy, item):
@@ -128,6 +129,7 @@ def test_streaming_to_export_encodes_the_frames_of_the_batch_path(comfy, inputs)
     prompt["7"]["inputs"]["images"] = ["6", 4]
     streamed = comfy.run(prompt)
     assert "10 frames at 10 fps" in streamed["outputs"]["6"]["text"][0]
+    assert "musetalk_vae_decoder: auto picked eager" in streamed["outputs"]["6"]["text"][0]
     a, b = _decoded(comfy, batch["outputs"]["7"]["images"][0]), _decoded(comfy, streamed["outputs"]["7"]["images"][0])
     assert a.shape == b.shape == (10, 256, 192, 3)
     psnr = 10 * np.log10(255.0 ** 2 / max(float(((a.astype(np.float64) - b) ** 2).mean()), 1e-12))
