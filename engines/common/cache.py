@@ -223,6 +223,7 @@ class ContentCache:
             stored = {"format_version": version, "namespace": namespace, "meta": dict(meta or {})}
             with open(tmp / META_FILE, "w", encoding="utf-8") as f:
                 json.dump(stored, f)
+            (tmp / LOCK_FILE).touch()
             # Where there are locks, map the entry and take its reader's lock before it becomes visible: from the
             # rename on, another process may evict or replace it, and the caller must still get what was written.
             # (Windows keeps the old order: it may refuse to rename a folder with a mapped file in it.)

@@ -1,5 +1,6 @@
 """engines.common.cache under a size cap: LRU eviction that spares entries being read, clearing a namespace,
-entries larger than the cap, the log line, and two processes writing, reading and evicting one folder together."""
+entries larger than the cap, the log line, processes writing, reading and evicting one folder together, and a
+writer whose fresh entry is retired under it."""
 from __future__ import annotations
 
 import gc
@@ -193,3 +194,40 @@ def test_the_cache_script_lists_and_clears_a_namespace(tmp_path):
     assert keys(store, "musetalk_avatars") == [] and keys(store, "wardrobe_masks") == ["m"]
     wrong = subprocess.run(script + ["--clear", "nope"], capture_output=True, text=True, timeout=120)
     assert wrong.returncode != 0 and "wardrobe_masks" in wrong.stderr
+
+
+@pytest.mark.parametrize("locks", [True, False], ids=["flock", "no-locks"])
+def test_store_returns_what_it_wrote_and_the_entry_loads_as_written(tmp_path, monkeypatch, locks):
+    """Both publishing orders: mapped before the rename (where flock exists) and loaded after it (Windows). The
+    returned entry and a later load hold the values and the meta as JSON gives them back."""
+    if not locks:
+        monkeypatch.setattr(cache_mod, "fcntl", None)
+    store = ContentCache(tmp_path, max_bytes=None)
+    entry = store.store("ns", "k", 1, blob(7, 0.25), {"shape": (2, 3), "name": "x"})
+    assert entry.path == store.entry_path("ns", "k") and (entry.path / cache_mod.LOCK_FILE).exists()
+    assert bool((entry.tensors["x"] == 7).all()) and entry.meta == {"shape": [2, 3], "name": "x"}
+    again = store.load("ns", "k", 1)
+    assert bool((again.tensors["x"] == 7).all()) and again.meta == entry.meta
+    assert not [p for p in (tmp_path / "ns").iterdir() if p.name.startswith(cache_mod.TMP_PREFIX)]
+
+
+def test_an_entry_retired_right_after_its_rename_is_still_handed_to_its_writer(tmp_path, monkeypatch):
+    """Another process may retire a fresh entry (same key stored again, or a clear) between the writer's rename and
+    its return: the writer still gets its values, mapped from the file it wrote (the race CI caught)."""
+    store = ContentCache(tmp_path, max_bytes=None)
+    real_replace = cache_mod.os.replace
+
+    def replace_then_retire(src, dst):
+        real_replace(src, dst)
+        if Path(dst).name == "k":                 # the entry's rename, not a retirement's
+            assert store._retire(Path(dst))
+
+    monkeypatch.setattr(cache_mod.os, "replace", replace_then_retire)
+    entry = store.store("ns", "k", 1, blob(5, 0.25))
+    monkeypatch.undo()
+    assert bool((entry.tensors["x"] == 5).all())
+    assert store.load("ns", "k", 1) is None       # gone from view, as the other process asked
+    del entry
+    gc.collect()
+    store.sweep()                                 # and from the disk once its writer lets go
+    assert not list((tmp_path / "ns").iterdir())
