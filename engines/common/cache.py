@@ -220,9 +220,9 @@ class ContentCache:
             save_file(cpu, str(tmp / TENSORS_FILE))
             if write_files is not None:
                 write_files(tmp)
-            stored = {"format_version": version, "namespace": namespace, "meta": dict(meta or {})}
+            stored = json.dumps({"format_version": version, "namespace": namespace, "meta": dict(meta or {})})
             with open(tmp / META_FILE, "w", encoding="utf-8") as f:
-                json.dump(stored, f)
+                f.write(stored)
             (tmp / LOCK_FILE).touch()
             # Where there are locks, map the entry and take its reader's lock before it becomes visible: from the
             # rename on, another process may evict or replace it, and the caller must still get what was written.
@@ -243,7 +243,7 @@ class ContentCache:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
         if written is not None:
-            entry = CacheEntry(path=final, tensors=written, meta=json.loads(json.dumps(stored["meta"])))
+            entry = CacheEntry(path=final, tensors=written, meta=json.loads(stored)["meta"])  # as load gives it
         else:
             entry = self.load(namespace, key, version)
             if entry is None:
