@@ -143,6 +143,16 @@ _ba_build() (
       _ba_log "chromium is missing and this is not root: the browser check will be skipped (install chromium)"
     fi
   fi
+  # 6. espeak-ng (Debian's package): independent speech for tests and benchmarks (Spanish and English voices, and
+  #    phoneme timings the pack's own code did not make), never used by the nodes themselves.
+  if ! command -v espeak-ng >/dev/null && [ "${BA_NO_ESPEAK:-0}" != 1 ]; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+      _ba_log "installing Debian's espeak-ng"
+      apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq espeak-ng >/dev/null
+    else
+      _ba_log "espeak-ng is missing and this is not root: tests that need independent speech will be skipped"
+    fi
+  fi
   if [ $((SECONDS - t0)) -gt 5 ]; then
     _ba_log "environment ready after $((SECONDS - t0)) s"
   fi
