@@ -37,11 +37,11 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from scripts.batch_jobs import read_batch, unique_prefixes  # noqa: E402
-from scripts.batch_ledger import Ledger  # noqa: E402
-from scripts.batch_progress import Progress  # noqa: E402
-from scripts.batch_servers import UrlServer  # noqa: E402
-from scripts.comfy_server import ComfyServer, die_with_parent  # noqa: E402
+from scripts.batch.jobs import read_batch, unique_prefixes  # noqa: E402
+from scripts.batch.ledger import Ledger  # noqa: E402
+from scripts.batch.progress import Progress  # noqa: E402
+from scripts.batch.servers import UrlServer  # noqa: E402
+from scripts.comfyui.server import ComfyServer, die_with_parent  # noqa: E402
 from scripts.run_batch import BatchRunner  # noqa: E402
 from scripts.run_workflow import prepare_prompt  # noqa: E402
 from scripts.sample_clip import SAMPLE_NAME, make_sample_clip  # noqa: E402

@@ -7,13 +7,13 @@
 Servers: `--servers N` starts N ComfyUIs itself (each in its own base folder under --work-dir, all sharing
 --models-dir; with --gpu, server i sees only GPU i), `--url` (repeatable) uses running ones, and `--ray` puts each
 server in a Ray actor (`pip install -r scripts/env/ray.txt`; `--ray-address` joins an existing cluster, else a local
-one on 127.0.0.1 is started and stopped). The batch file format is described in scripts/batch_jobs.py.
+one on 127.0.0.1 is started and stopped). The batch file format is described in scripts/batch/jobs.py.
 
 Before the first job: every server is started or reached, the `--input` files are uploaded to each, every job is
 converted and checked against each server's /object_info; a model missing on any server refuses the whole batch
 (exit 3) rather than failing every job, and a job that cannot run as written is reported as invalid.
 
-The ledger (`--ledger`, default <out-dir>/ledger.jsonl; scripts/batch_ledger.py) records every attempt. A rerun with
+The ledger (`--ledger`, default <out-dir>/ledger.jsonl; scripts/batch/ledger.py) records every attempt. A rerun with
 the same ledger skips finished jobs (whose copied outputs still match their sha256), adopts prompts still queued or
 finished on the servers reached by URL, and runs the rest. Each attempt has its own prompt id and filename prefix, so
 ComfyUI's cache can never answer it with no file. A job whose server dies goes to another server while that one is
@@ -42,16 +42,16 @@ from typing import Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from scripts.batch_jobs import (BatchError, Job, output_items, qc_verdicts, read_batch,  # noqa: E402
+from scripts.batch.jobs import (BatchError, Job, output_items, qc_verdicts, read_batch,  # noqa: E402
                                 unique_prefixes)
-from scripts.batch_ledger import JobHistory, Ledger, LedgerBusy, verify_done  # noqa: E402
-from scripts.batch_progress import Progress, summary_table  # noqa: E402
-from scripts.batch_servers import (LaunchedServer, OutputMissing, ServerDown, Stopped, UrlServer,  # noqa: E402
+from scripts.batch.ledger import JobHistory, Ledger, LedgerBusy, verify_done  # noqa: E402
+from scripts.batch.progress import Progress, summary_table  # noqa: E402
+from scripts.batch.servers import (LaunchedServer, OutputMissing, ServerDown, Stopped, UrlServer,  # noqa: E402
                                    fetch)
-from scripts.comfy_client import PromptFailed  # noqa: E402
-from scripts.comfy_server import stop_on_signals  # noqa: E402
+from scripts.comfyui.client import PromptFailed  # noqa: E402
+from scripts.comfyui.server import stop_on_signals  # noqa: E402
 from scripts.run_workflow import prepare_prompt, user_cache  # noqa: E402
-from scripts.workflow_api import WorkflowError, check_prompt  # noqa: E402
+from scripts.workflow.api import WorkflowError, check_prompt  # noqa: E402
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_MODELS, EXIT_SERVER, EXIT_QC, EXIT_STOPPED = 0, 1, 2, 3, 4, 5, 130
 # An execution error is usually deterministic (a bad input, a node bug): one more try on another server, no more.
@@ -551,7 +551,7 @@ def build_servers(args) -> list:
         servers.append(LaunchedServer(f"local-{i + 1}", work / f"server-{i + 1}", models_dir=models, gpu=gpu,
                                       start_timeout=args.start_timeout))
     if args.ray:
-        from scripts.batch_ray import ray_servers
+        from scripts.batch.ray_actors import ray_servers
 
         servers = ray_servers(servers, address=args.ray_address, gpu=args.gpu or bool(gpus),
                               temp_dir=args.ray_temp_dir)
@@ -630,7 +630,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         if runner is not None:
             runner.close()
         if args.ray:
-            from scripts.batch_ray import shutdown
+            from scripts.batch.ray_actors import shutdown
 
             shutdown()
         ledger.unlock()

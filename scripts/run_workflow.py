@@ -27,8 +27,8 @@ from typing import Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from scripts.comfy_server import ComfyClient, ComfyServer, PromptFailed, ServerError, stop_on_signals  # noqa: E402
-from scripts.workflow_api import (WorkflowError, apply_overrides, check_prompt, load_workflow,  # noqa: E402
+from scripts.comfyui.server import ComfyClient, ComfyServer, PromptFailed, ServerError, stop_on_signals  # noqa: E402
+from scripts.workflow.api import (WorkflowError, apply_overrides, check_prompt, load_workflow,  # noqa: E402
                                   parse_set, ui_to_api, workflow_kind)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -53,7 +53,7 @@ def prepare_prompt(workflow: dict, overrides: dict, object_info: dict) -> dict:
 
 
 class _Progress:
-    """Prints the server's progress for one prompt, from its websocket (`scripts/comfy_ws.connect`: none without
+    """Prints the server's progress for one prompt, from its websocket (`scripts/comfyui/ws.connect`: none without
     websocket-client)."""
 
     def __init__(self, client: ComfyClient, titles: dict):
@@ -65,7 +65,7 @@ class _Progress:
         self._lock = threading.Lock()
         self._early: list = []
         try:
-            from scripts.comfy_ws import connect, ws_url
+            from scripts.comfyui.ws import connect, ws_url
 
             self._ws = connect(ws_url(client.url, client.client_id), timeout=5)
             self._ws.settimeout(1)

@@ -41,7 +41,7 @@ def pytest_report_header(config):
 @pytest.fixture(scope="session")
 def comfy(tmp_path_factory):
     """The session's ComfyUI server (started on first use, stopped at the end of the session)."""
-    from scripts.comfy_server import ComfyServer, ServerError
+    from scripts.comfyui.server import ComfyServer, ServerError
 
     if not os.environ.get("COMFYUI_PATH"):
         pytest.fail("COMFYUI_PATH is not set: run the suite with `bash scripts/test.sh` (it sources scripts/env.sh)")

@@ -194,7 +194,7 @@ def apply_case(prompt: dict, case: Case) -> dict:
 
 def judge(case: Case, outcome: Outcome, comfy, prompt: dict, object_info: dict, timeout: float) -> None:
     """Run one case and file its result in `outcome`."""
-    from scripts.comfy_client import PromptFailed
+    from scripts.comfyui.client import PromptFailed
 
     packs = pack_nodes(object_info)
     try:

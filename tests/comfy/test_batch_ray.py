@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from scripts.batch_ledger import Ledger
+from scripts.batch.ledger import Ledger
 from tests.comfy.test_batch_runner import (JOBS, RUNNER, check_ledger_outputs, clip, executions, finish,  # noqa: F401
                                           pid_alive, running_on, server_files, wait_for, write_batch)
 

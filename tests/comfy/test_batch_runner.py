@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from scripts.batch_ledger import Ledger, sha256_file
-from scripts.comfy_client import ComfyClient
-from scripts.comfy_server import ComfyServer
+from scripts.batch.ledger import Ledger, sha256_file
+from scripts.comfyui.client import ComfyClient
+from scripts.comfyui.server import ComfyServer
 from tests.workflow_cases import REPO_ROOT
 
 WORKFLOW = REPO_ROOT / "workflows" / "api" / "demo_export.api.json"
@@ -253,7 +253,7 @@ def test_a_shipped_broadcast_runs_through_the_runner_end_to_end(comfy, tmp_path)
     """The shipped broadcast_musetalk twin, on the tiny models and the short CI script its case sets, as one job of a
     batch on the session's server (by URL): done, the one exported .mp4 copied with its sha256 (the same bytes as the
     server's file), Broadcast QC's verdict and report in the `done` record, the exit code following the verdict."""
-    from scripts.batch_jobs import unique_prefixes
+    from scripts.batch.jobs import unique_prefixes
     from tests.fixtures import broadcast
     from tests.workflow_cases import case_for, shipped_api_twin
 

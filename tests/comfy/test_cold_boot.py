@@ -14,7 +14,7 @@ import os
 
 import pytest
 
-from scripts.workflow_api import apply_overrides, load_workflow
+from scripts.workflow.api import apply_overrides, load_workflow
 from tests.fixtures.server_memory import free
 from tests.fixtures.watch import run_watched as _run_watched
 from tests.workflow_cases import case_for, shipped_api_twin

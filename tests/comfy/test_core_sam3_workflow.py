@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from scripts.run_workflow import run
-from scripts.workflow_api import apply_overrides
+from scripts.workflow.api import apply_overrides
 from tests.comfy.wardrobe_checks import tap_frames
 from tests.fixtures import core_sam3_wardrobe
 from tests.workflow_cases import case_for

@@ -5,7 +5,7 @@ from __future__ import annotations
 import struct
 import threading
 
-from scripts.workflow_api import apply_overrides, load_workflow
+from scripts.workflow.api import apply_overrides, load_workflow
 from tests.workflow_cases import case_for, shipped_api_twin
 
 KEYWORD_NODES = {"BroadcastOmniVoiceSpeak": ("tts", "text to speech", "voice clone"),

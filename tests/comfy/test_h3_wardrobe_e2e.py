@@ -126,7 +126,7 @@ def test_a_changed_encoder_setting_misses_the_conditioning_cache(h3_run, comfy):
     and the tiny H3 (text width 48) then refuses, so the run fails at the sampler."""
     from engines.common.cache import ContentCache
     from engines.wardrobe import condcache
-    from scripts.workflow_api import apply_overrides
+    from scripts.workflow.api import apply_overrides
 
     entries = Path(comfy.models_dir) / "broadcast_cache" / condcache.NAMESPACE
     before = {p.name for p in entries.iterdir()}

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from scripts.comfy_server import PromptFailed
+from scripts.comfyui.server import PromptFailed
 
 
 def _blank(width=64, color=0, node="1"):

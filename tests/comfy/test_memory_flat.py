@@ -70,7 +70,7 @@ from pathlib import Path
 
 import pytest
 
-from scripts.workflow_api import apply_overrides, load_workflow
+from scripts.workflow.api import apply_overrides, load_workflow
 from tests.fixtures.server_memory import free, memory
 from tests.workflow_cases import case_for, shipped_api_twin
 
@@ -91,7 +91,7 @@ def _injected_leak() -> float:
 def classic(comfy, tmp_path_factory):
     """A server of its own with ComfyUI's classic cache, on the session server's models folder; with the test-only
     leaking node of `tests/fixtures/leak_probe` in its custom_nodes when a leak is injected."""
-    from scripts.comfy_server import ComfyServer, ServerError
+    from scripts.comfyui.server import ComfyServer, ServerError
 
     base = tmp_path_factory.mktemp("memory")
     if _injected_leak():

@@ -188,7 +188,7 @@ def test_scrfd_detector_from_the_models_folder(comfy, inputs):
 
 
 def test_bad_choices_are_refused_before_anything_runs(comfy, inputs):
-    from scripts.comfy_server import PromptFailed
+    from scripts.comfyui.server import PromptFailed
 
     loop_file, speech_file = inputs
     with pytest.raises(PromptFailed, match="loop_mode"):
@@ -226,7 +226,7 @@ def test_colour_transfer_and_poisson_paste_back_change_only_the_mouth(comfy, inp
         assert d.any()
         # the mouth sits in the lower middle of the face box; rows above it (hair, eyes) never change
         assert ys.min() > frames["feather"].shape[0] * 0.25
-    from scripts.comfy_server import PromptFailed
+    from scripts.comfyui.server import PromptFailed
 
     with pytest.raises(PromptFailed, match="blend"):
         comfy.queue(chain(loop_file, speech_file, lipsync={"blend": "multiply"}))
@@ -247,7 +247,7 @@ def test_adaptive_stride_runs_fewer_frames_through_the_unet(comfy, inputs):
 
 
 def test_bad_stride_settings_are_refused(comfy, inputs):
-    from scripts.comfy_server import PromptFailed
+    from scripts.comfyui.server import PromptFailed
 
     loop_file, speech_file = inputs
     with pytest.raises(PromptFailed, match="stride_mode"):
@@ -289,7 +289,7 @@ def test_viseme_cache_through_the_node_exact_is_identical_and_a_loose_one_reuses
     assert "viseme cache (Hamming <= 32 of 64 bits)" in texts["loose"]
     hits = int(texts["loose"].split("viseme cache (Hamming <= 32 of 64 bits): ")[1].split(" of ")[0])
     assert hits > 0 and texts["loose"].startswith(f"10 frames, {10 - hits} through the UNet")
-    from scripts.comfy_server import PromptFailed
+    from scripts.comfyui.server import PromptFailed
 
     with pytest.raises(PromptFailed, match="viseme_threshold"):
         comfy.run(chain(loop_file, speech_file, lipsync={"viseme_threshold": 40}))

@@ -6,7 +6,7 @@ import uuid
 import av
 import pytest
 
-from scripts.workflow_api import apply_overrides, load_workflow
+from scripts.workflow.api import apply_overrides, load_workflow
 from tests.fixtures import h3_wardrobe
 from tests.workflow_cases import REPO_ROOT, WARDROBE_CHECK_FRAMES, case_for
 
@@ -316,7 +316,7 @@ def test_h3_schema_data_matches_this_core(comfy):
 def test_queue_time_checks_keep_ranges_and_combos(comfy):
     """validate_inputs checks the combos; the numbers keep ComfyUI's own range check (0.3.75 drops it for any input
     named in validate_inputs)."""
-    from scripts.comfy_server import PromptFailed
+    from scripts.comfyui.server import PromptFailed
 
     def prompt(operation, dilate):
         return {

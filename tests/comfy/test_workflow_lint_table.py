@@ -1,9 +1,9 @@
 """The workflow lint's node table against the live server: API-format files carry no output types, so the lint
-reads them from `scripts/workflow_lint.OUTPUT_TYPES`. A node whose outputs change (a slot added, reordered or
+reads them from `scripts/workflow/lint.OUTPUT_TYPES`. A node whose outputs change (a slot added, reordered or
 retyped) must fail here, not make the lint stop seeing a leak in API files."""
 from __future__ import annotations
 
-from scripts import workflow_lint
+from scripts.workflow import lint as workflow_lint
 
 
 def test_output_table_matches_object_info(comfy):
@@ -12,7 +12,7 @@ def test_output_table_matches_object_info(comfy):
     assert pack - set(info) == set(), "the lint names pack nodes the server does not serve"
     wrong = {c: (types, info[c]["output"]) for c, types in workflow_lint.OUTPUT_TYPES.items()
              if c in info and list(info[c]["output"]) != types}
-    assert wrong == {}, "lint table (left) differs from /object_info (right): update scripts/workflow_lint.py"
+    assert wrong == {}, "lint table (left) differs from /object_info (right): update scripts/workflow/lint.py"
 
 
 def test_every_pack_node_of_the_rules_is_served_with_the_tainted_slot(comfy):
@@ -48,4 +48,4 @@ def test_every_node_of_a_shipped_api_workflow_that_carries_pixels_is_in_the_tabl
                and cls not in workflow_lint.OUTPUT_TYPES
                and (cls.startswith("Broadcast") or not info[cls].get("output_node"))}
     assert missing == {}, ("classes (a workflow using each, their outputs) missing from "
-                           f"scripts/workflow_lint.OUTPUT_TYPES: {missing}")
+                           f"scripts/workflow/lint.OUTPUT_TYPES: {missing}")

@@ -13,8 +13,8 @@ import os
 
 import pytest
 
-from scripts.comfy_server import PACK_LINK_NAME
-from scripts.workflow_api import apply_overrides, combo_choices, input_specs, ui_to_api
+from scripts.comfyui.server import PACK_LINK_NAME
+from scripts.workflow.api import apply_overrides, combo_choices, input_specs, ui_to_api
 from tests.comfy import frontend
 from tests.workflow_cases import TEMPLATE_DIR, case_for, registration_hint, stem_of, ui_workflows, workflow_id
 
@@ -141,7 +141,7 @@ def test_workflow_loads_and_runs_from_the_editor(path, page, comfy, tmp_path):
     assert problems == [], "console errors while loading:\n" + "\n".join(problems)
     if path.parent == TEMPLATE_DIR:
         cramped = page_.evaluate(CRAMPED_JS)
-        assert cramped == [], f"nodes too small for their widgets (run scripts/workflow_editor.py layout): {cramped}"
+        assert cramped == [], f"nodes too small for their widgets (run scripts/workflow/editor.py layout): {cramped}"
         _screenshot_is_a_drawn_graph(page_, tmp_path / f"{path.stem}_loaded.png")
         _check_slot_model(page_, wf)
 
@@ -158,7 +158,7 @@ def test_workflow_loads_and_runs_from_the_editor(path, page, comfy, tmp_path):
                     "inputs": {i: x for i, x in v["inputs"].items() if i in input_specs(info, v["class_type"])}}
                 for k, v in prompt.items()}
     assert strip(ours) == strip(converted), (
-        f"scripts/workflow_api.ui_to_api differs from the editor's graphToPrompt:\n ours:   {strip(ours)}\n "
+        f"scripts/workflow/api.ui_to_api differs from the editor's graphToPrompt:\n ours:   {strip(ours)}\n "
         f"editor: {strip(converted)}")
 
     if not runs:
@@ -198,10 +198,10 @@ SLOTS_JS = """async () => {
 
 def _check_slot_model(page, wf):
     """tests/unit/test_workflow_links.py finds links behind nodes from the file alone, placing each link's ends as
-    scripts/workflow_links.py says the editor does: here the editor's own positions must agree (within 2 px; the
+    scripts/workflow/links.py says the editor does: here the editor's own positions must agree (within 2 px; the
     output's x is left out: the editor may widen a node whose preview needs it; so is a socket under a multi-line
     text box, which the model only approximates)."""
-    from scripts import workflow_links
+    from scripts.workflow import links as workflow_links
 
     page.evaluate(FIT_JS)
     nodes = {n["id"]: n for n in wf["nodes"]}
@@ -217,7 +217,7 @@ def _check_slot_model(page, wf):
         if abs(out[1] - got["out"][1]) > 2 or max(abs(a - b) for a, b in zip(inp, got["in"])) > 2:
             wrong.append(f"link {got['id']} {nodes[link[3]]['type']}.{nodes[link[3]]['inputs'][link[4]]['name']}: "
                          f"editor {got['out']} -> {got['in']}, model {out} -> {inp}")
-    assert wrong == [], "scripts/workflow_links.py places slots where the editor does not:\n" + "\n".join(wrong)
+    assert wrong == [], "scripts/workflow/links.py places slots where the editor does not:\n" + "\n".join(wrong)
 
 
 def _check_previews(page, entry):
@@ -260,7 +260,7 @@ TEMPLATE_FETCH_JS = """async ([pack, titles]) => Promise.all(titles.map(async t 
 
 def test_editor_lists_the_templates_in_start_here_order_under_their_titles(page):
     """The editor gets this pack's templates in ORDER, each under its title, and each title fetches its own file."""
-    from scripts.workflow_layout import ORDER, TITLES
+    from scripts.workflow.layout import ORDER, TITLES
 
     page_, log, _ = page
     titles = [TITLES[stem] for stem in ORDER]

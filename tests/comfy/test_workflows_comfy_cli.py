@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from scripts.workflow_api import apply_overrides, load_workflow
+from scripts.workflow.api import apply_overrides, load_workflow
 from tests.workflow_cases import REPO_ROOT, api_workflows, case_for, registration_hint, stem_of, workflow_id
 
 WORKFLOWS = api_workflows()

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from scripts.batch_jobs import BatchError, output_items, qc_verdicts, read_batch, unique_prefixes
-from scripts.batch_ledger import Ledger, LedgerBusy, sha256_file, verify_done
-from scripts.batch_servers import ServerDown
-from scripts.comfy_client import PromptFailed
+from scripts.batch.jobs import BatchError, output_items, qc_verdicts, read_batch, unique_prefixes
+from scripts.batch.ledger import Ledger, LedgerBusy, sha256_file, verify_done
+from scripts.batch.servers import ServerDown
+from scripts.comfyui.client import PromptFailed
 from scripts.run_batch import (EXIT_FAILED, EXIT_MODELS, EXIT_OK, EXIT_QC, BatchRunner, Refused)
-from scripts.workflow_api import WorkflowError
+from scripts.workflow.api import WorkflowError
 
 SAVE = {"1": {"class_type": "TestSave", "_meta": {"title": "Save"},
               "inputs": {"filename_prefix": "news/item", "value": 1, "model": "tiny.safetensors"}}}
@@ -337,7 +337,7 @@ def test_job_records_share_one_fsync_and_attempt_records_have_their_own(tmp_path
 
     synced = []
     real_fsync = os_module.fsync
-    monkeypatch.setattr("scripts.batch_ledger.os.fsync", lambda fd: (synced.append(fd), real_fsync(fd)))
+    monkeypatch.setattr("scripts.batch.ledger.os.fsync", lambda fd: (synced.append(fd), real_fsync(fd)))
     ledger = Ledger(tmp_path / "l.jsonl")
     ledger.append_many([{"state": "job", "key": f"k{i}"} for i in range(5)])
     assert len(synced) == 1 and [r["key"] for r in ledger.records()] == [f"k{i}" for i in range(5)]
@@ -394,7 +394,7 @@ def test_a_job_with_its_own_problem_is_invalid_and_the_others_run(tmp_path, work
 def test_every_shipped_api_workflow_reads_as_a_job(tmp_path):
     """Every shipped API twin makes a job and batches with per-attempt prefixes on all its saving nodes, except
     wardrobe_vace_prompt: a preparation workflow writing one shared dataset folder, refused with that reason."""
-    from scripts.workflow_layout import STAGES
+    from scripts.workflow.layout import STAGES
     from tests.workflow_cases import REPO_ROOT
 
     twins = sorted((REPO_ROOT / "workflows" / "api").glob("*.api.json"))

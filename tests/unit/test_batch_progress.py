@@ -1,4 +1,4 @@
-"""The batch runner's terminal output (scripts/batch_progress.py): the bar line with its counts and ETA, the per-server
+"""The batch runner's terminal output (scripts/batch/progress.py): the bar line with its counts and ETA, the per-server
 lines, the in-place redraw on a terminal against plain event lines elsewhere, and the summary table at the end.
 
 A clock of the test's own stands in for `time.monotonic`, so elapsed time and ETA are exact; the runner is the real
@@ -13,8 +13,8 @@ import types
 
 import pytest
 
-from scripts import batch_progress
-from scripts.batch_progress import Progress, summary_table
+from scripts.batch import progress as batch_progress
+from scripts.batch.progress import Progress, summary_table
 from tests.unit.test_batch_ledger import SAVE, InProcessServer, _runner
 
 

@@ -1,4 +1,4 @@
-"""scripts/comfy_ws.py (websocket-client underneath) against a websocket server written here from RFC 6455 (no
+"""scripts/comfyui/ws.py (websocket-client underneath) against a websocket server written here from RFC 6455 (no
 ComfyUI): the watcher's wake-up on ComfyUI's end-of-prompt message through fragments, pings and binary frames, and a
 refused or missing websocket turned into an OSError the caller answers by polling. The batch runner's use of it on real servers is in tests/comfy/test_batch_runner.py
 and benchmarks/bench_batch.py."""
@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from scripts.comfy_ws import PromptWatcher
+from scripts.comfyui.ws import PromptWatcher
 
 ACCEPT_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"  # RFC 6455
 
@@ -145,7 +145,8 @@ def test_a_server_without_a_websocket_is_polled_and_not_asked_again_before_every
     connection before every POST (a proxy that drops the upgrade would cost its timeout each time)."""
     import http.server
 
-    from scripts import batch_servers, comfy_client
+    from scripts.batch import servers as batch_servers
+    from scripts.comfyui import client as comfy_client
 
     class Handler(http.server.BaseHTTPRequestHandler):
         polls = 0

@@ -1,9 +1,9 @@
-"""scripts/workflow_api.py: overrides, UI->API conversion and the missing-model report, on a small /object_info."""
+"""scripts/workflow/api.py: overrides, UI->API conversion and the missing-model report, on a small /object_info."""
 from __future__ import annotations
 
 import pytest
 
-from scripts.workflow_api import (WorkflowError, apply_overrides, check_prompt, parse_set, ui_to_api,
+from scripts.workflow.api import (WorkflowError, apply_overrides, check_prompt, parse_set, ui_to_api,
                                   workflow_kind)
 
 INFO = {

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from scripts import workflow_lint
+from scripts.workflow import lint as workflow_lint
 
 WORKFLOWS = Path(__file__).resolve().parents[2] / "workflows"
 

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from scripts import workflow_lint
+from scripts.workflow import lint as workflow_lint
 from tests.workflow_cases import REPO_ROOT
 
 SHIPPED = sorted((REPO_ROOT / "workflows").glob("*.json")) + sorted((REPO_ROOT / "workflows" / "api").glob("*.json"))
@@ -98,10 +98,10 @@ def test_command_line(tmp_path):
     bad["8"]["inputs"]["mask"] = ["10", 0]
     path = tmp_path / "bad.api.json"
     path.write_text(json.dumps(bad))
-    ok = subprocess.run([sys.executable, "scripts/workflow_lint.py", *map(str, SHIPPED)], cwd=REPO_ROOT,
+    ok = subprocess.run([sys.executable, "scripts/workflow/lint.py", *map(str, SHIPPED)], cwd=REPO_ROOT,
                         capture_output=True, text=True)
     assert ok.returncode == 0, ok.stdout + ok.stderr
-    res = subprocess.run([sys.executable, "scripts/workflow_lint.py", str(path)], cwd=REPO_ROOT,
+    res = subprocess.run([sys.executable, "scripts/workflow/lint.py", str(path)], cwd=REPO_ROOT,
                          capture_output=True, text=True)
     assert res.returncode == 1 and "BroadcastSubjectCrop #9" in res.stdout
 

@@ -13,7 +13,7 @@ import re
 
 import pytest
 
-from scripts.workflow_api import FRONTEND_ONLY, json_strings, workflow_kind
+from scripts.workflow.api import FRONTEND_ONLY, json_strings, workflow_kind
 from tests.workflow_cases import API_DIR, REPO_ROOT, TEMPLATE_DIR, shipped_api_twin, stem_of
 
 TEMPLATES = sorted(TEMPLATE_DIR.glob("*.json"))

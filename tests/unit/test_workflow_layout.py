@@ -12,7 +12,7 @@ import json
 import pytest
 
 from nodes.core_workflows import CORE_NODES_SINCE, missing_core_nodes
-from scripts import workflow_layout as spec
+from scripts.workflow import layout as spec
 from tests.workflow_cases import REPO_ROOT, TEMPLATE_DIR, shipped_api_twin
 
 TITLE_H = 30
@@ -34,7 +34,7 @@ def _overlap(a, b):
 
 
 def thumbnail_stamp(path) -> str:
-    """What workflow_editor.py writes into a thumbnail's JPEG comment: the hash of the UI file it shows."""
+    """What scripts/workflow/editor.py writes into a thumbnail's JPEG comment: the hash of the UI file it shows."""
     return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
 
 
@@ -43,7 +43,7 @@ def test_no_two_nodes_overlap(path):
     nodes = _load(path)["nodes"]
     clashes = [(a.get("title") or a["type"], b.get("title") or b["type"])
                for i, a in enumerate(nodes) for b in nodes[i + 1:] if _overlap(_rect(a), _rect(b))]
-    assert clashes == [], f"{path.name}: overlapping nodes {clashes} (run scripts/workflow_editor.py layout)"
+    assert clashes == [], f"{path.name}: overlapping nodes {clashes} (run scripts/workflow/editor.py layout)"
 
 
 @pytest.mark.parametrize("path", UI_FILES, ids=[p.stem for p in UI_FILES])
@@ -79,7 +79,7 @@ def test_workflows_for_a_newer_core_say_so(stem):
 
 def test_every_template_is_in_the_order_and_has_a_stage_plan():
     stems = sorted(p.stem for p in UI_FILES)
-    assert sorted(spec.ORDER) == stems, "scripts/workflow_layout.py ORDER must list every UI workflow once"
+    assert sorted(spec.ORDER) == stems, "scripts/workflow/layout.py ORDER must list every UI workflow once"
     assert sorted(spec.STAGES) == stems and sorted(spec.NOTES) == stems
     assert spec.ORDER[0] == "demo_export", "the first template needs no models"
     for stem in stems:
@@ -91,12 +91,12 @@ def test_thumbnail_is_a_jpeg_of_the_current_file(path):
     from PIL import Image
 
     thumb = path.with_suffix(".jpg")
-    assert thumb.exists(), f"no thumbnail {thumb.relative_to(REPO_ROOT)}: run scripts/workflow_editor.py thumbnails"
+    assert thumb.exists(), f"no thumbnail {thumb.relative_to(REPO_ROOT)}: run scripts/workflow/editor.py thumbnails"
     with Image.open(thumb) as img:
         assert img.format == "JPEG" and img.width >= 320 and img.height >= 160
         stamp = img.info.get("comment", b"").decode()
     assert stamp == thumbnail_stamp(path), (
-        f"{thumb.name} shows an older {path.name}: run scripts/workflow_editor.py thumbnails {path.stem}")
+        f"{thumb.name} shows an older {path.name}: run scripts/workflow/editor.py thumbnails {path.stem}")
 
 
 def test_every_template_has_a_readable_title_the_editor_can_name_a_file_after():
@@ -111,7 +111,7 @@ def test_every_template_has_a_readable_title_the_editor_can_name_a_file_after():
 
 
 def test_the_editor_extension_reads_order_and_titles_from_the_one_list():
-    """web/js/broadcast_media.js fetches web/templates.json (the file workflow_layout.py reads), never a copy."""
+    """web/js/broadcast_media.js fetches web/templates.json (the file workflow/layout.py reads), never a copy."""
     import re
 
     js = (REPO_ROOT / "web" / "js" / "broadcast_media.js").read_text(encoding="utf-8")

@@ -2,9 +2,9 @@
 
 A link is drawn as the editor draws it (frontends 1.32.9 and 1.49.6, spline mode, their default): one cubic Bezier
 from the output slot to the input slot with control points a quarter of the distance straight out of each slot
-(scripts/workflow_links.py, which says why a straight segment would be the wrong test). A link "runs behind" a node
+(scripts/workflow/links.py, which says why a straight segment would be the wrong test). A link "runs behind" a node
 when that curve passes through the node's rectangle (title bar included), the link's own two nodes aside.
-`scripts/workflow_editor.py layout` moves nodes until it finds no better placement and prints what is left; the
+`scripts/workflow/editor.py layout` moves nodes until it finds no better placement and prints what is left; the
 browser test checks the slot positions used here against the editor's own.
 
 ALLOWED[stem] lists each link that still runs behind a node, as ("<from node>.<output>", "<to node>.<input>",
@@ -16,12 +16,12 @@ import json
 
 import pytest
 
-from scripts import workflow_links
+from scripts.workflow import links as workflow_links
 from tests.workflow_cases import TEMPLATE_DIR
 
 UI_FILES = sorted(TEMPLATE_DIR.glob("*.json"))
 
-# A link into a later row (scripts/workflow_layout.py ROW_BREAKS wraps long graphs): from the row above, its curve
+# A link into a later row (scripts/workflow/layout.py ROW_BREAKS wraps long graphs): from the row above, its curve
 # sweeps down across the nodes between its ends. Only a reroute would take it around them; the layout places none.
 LATER_ROW = "a link into a later row: its curve crosses the rows between (the layout places no reroutes)"
 # Same row: the layout's search (plan_untangled, then the local search of best_plan) found no placement of the
@@ -101,7 +101,7 @@ def test_links_do_not_run_behind_nodes(path):
     assert len(found) == len(set(found))
     allowed = ALLOWED.get(path.stem, {})
     new = [c for c in found if c not in allowed]
-    assert new == [], (f"{path.name}: links behind nodes {new} (run scripts/workflow_editor.py layout "
+    assert new == [], (f"{path.name}: links behind nodes {new} (run scripts/workflow/editor.py layout "
                        f"{path.stem}; list one that no layout avoids in ALLOWED with the reason)")
     gone = [c for c in allowed if c not in found]
     assert gone == [], f"{path.name}: listed in ALLOWED but no longer behind a node: {gone} (remove them)"

@@ -13,7 +13,7 @@ import { api } from "../../../scripts/api.js";
 const PACK_PREFIX = "Broadcast";
 
 // The template browser: this pack's workflows in "start here" order, each under a readable title. Both come from
-// ../templates.json (scripts/workflow_layout.py reads the same file). The server lists a pack's templates by file
+// ../templates.json (scripts/workflow/layout.py reads the same file). The server lists a pack's templates by file
 // name in file-system order, and the editor shows a custom template under the name it was listed with (its title
 // is `title ?? name` and its store sets title = name), then asks for `<name>.jpg` and `<name>.json` through
 // api.apiURL("/workflow_templates/<pack>/<name>..."). So the list is sorted and its names replaced by the titles

@@ -1,19 +1,19 @@
 """Build the shipped UI workflows and their template thumbnails in the real ComfyUI frontend.
 
-    $BA_PYTHON scripts/workflow_editor.py layout [stem ...]      # workflows/<stem>.json from workflows/api/<stem>.api.json
-    $BA_PYTHON scripts/workflow_editor.py thumbnails [stem ...]  # workflows/<stem>.jpg (the template browser's picture)
+    $BA_PYTHON scripts/workflow/editor.py layout [stem ...]     # workflows/<stem>.json from workflows/api/<stem>.api.json
+    $BA_PYTHON scripts/workflow/editor.py thumbnails [stem ...] # workflows/<stem>.jpg (the template browser's picture)
 
 Both start a headless ComfyUI with the pack (no models needed) and drive its editor in Chromium, so what is written
 is what the editor itself makes of the graph:
 - layout: the API twin is loaded the way the editor opens an API file (`app.loadApiJson`); every node gets the size
   the editor computes for its widgets (nothing hidden); nodes are placed in stage groups left to right
-  (scripts/workflow_layout.py), columns by link depth inside a stage, so links run forward and no two nodes
+  (scripts/workflow/layout.py), columns by link depth inside a stage, so links run forward and no two nodes
   overlap; then nodes that a link's curve passes behind are moved down under it, one at a time, until none is left
-  or no move helps (`plan_untangled`; the curve as the editor draws it, scripts/workflow_links.py), and the best
+  or no move helps (`plan_untangled`; the curve as the editor draws it, scripts/workflow/links.py), and the best
   of a few variants is kept; the crossings left are printed (tests/unit/test_workflow_links.py lists them); a Note (what to provide, where models go, what to expect, how long) goes first. Workflows whose node
   types this core lacks keep their UI file and are only re-laid out.
 - thumbnails: each UI file is loaded, fitted into the view and the canvas is saved as a JPEG.
-Run `layout` after changing an API twin or workflow_layout.py, then `thumbnails`; the tests check both are current.
+Run `layout` after changing an API twin or layout.py, then `thumbnails`; the tests check both are current.
 """
 from __future__ import annotations
 
@@ -24,12 +24,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from scripts import workflow_layout as spec  # noqa: E402
-from scripts import workflow_links as links  # noqa: E402
+from scripts.workflow import layout as spec  # noqa: E402
+from scripts.workflow import links  # noqa: E402
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 TEMPLATES = REPO_ROOT / "workflows"
 API = TEMPLATES / "api"
 
@@ -52,7 +52,7 @@ MEASURE_JS = """async ([api, ui, name]) => {
         return {id: String(n.id), title: n.title, type: n.type, computed: [c[0], c[1]], size: [n.size[0], n.size[1]],
                 multiline,
                 links: (n.inputs || []).filter(i => link(i)).map(i => String(link(i).origin_id)),
-                // The slots, as the editor places them (tests/unit: scripts/workflow_links.py).
+                // The slots, as the editor places them (tests/unit: scripts/workflow/links.py).
                 inputs: (n.inputs || []).map(i => ({name: i.name, widget: i.widget ? {name: i.widget.name} : undefined,
                                                     origin: link(i) ? [String(link(i).origin_id), link(i).origin_slot]
                                                                     : null})),
@@ -148,7 +148,7 @@ def plan_layout(stem: str, measured: list[dict], drop: dict | None = None,
     stages = spec.STAGES[stem]
     listed = [nid for _, ids in stages for nid in ids]
     if sorted(listed) != sorted(nodes) or len(set(listed)) != len(listed):
-        raise SystemExit(f"{stem}: workflow_layout.STAGES must list every node once: listed {sorted(listed)}, "
+        raise SystemExit(f"{stem}: layout.py STAGES must list every node once: listed {sorted(listed)}, "
                          f"graph has {sorted(nodes)}")
     depth = _depths(nodes, late_sources)
     note_text = spec.NOTES[stem]
@@ -197,7 +197,7 @@ CLEAR = 24   # how far a node is moved under a link that ran behind it
 
 
 def as_workflow(placed: list, note: dict, measured: list[dict]) -> dict:
-    """The planned graph in the shape of a UI file (nodes with pos, size and slots; links), for workflow_links."""
+    """The planned graph in the shape of a UI file (nodes with pos, size and slots; links), for links.py."""
     by_id = {m["id"]: m for m in measured}
     nodes, links = [], []
     for p in placed:
@@ -218,7 +218,7 @@ def plan_untangled(stem: str, measured: list[dict], late_sources: bool = False,
     """plan_layout, with nodes moved down until no link runs behind one (or no move helps); returns the plan, the
     crossings left and the moves (`drop`).
 
-    Each round, every node a link's curve (as the editor draws it: scripts/workflow_links.py) passes behind is moved
+    Each round, every node a link's curve (as the editor draws it: scripts/workflow/links.py) passes behind is moved
     under the lowest point of that curve over the node's width, then the plan is made again (a node moved down
     moves those under it, and a taller row moves the rows below).
     """
@@ -328,7 +328,7 @@ def _session():
     def session():
         from playwright.sync_api import sync_playwright
 
-        from scripts.comfy_server import ComfyServer
+        from scripts.comfyui.server import ComfyServer
         from tests.comfy import frontend
 
         with tempfile.TemporaryDirectory(prefix="ba-editor-") as base:
@@ -404,7 +404,7 @@ def main(argv=None) -> int:
     stems = args.stems or list(spec.ORDER)
     unknown = [s for s in stems if s not in spec.STAGES]
     if unknown:
-        p.error(f"not in scripts/workflow_layout.py: {unknown}")
+        p.error(f"not in scripts/workflow/layout.py: {unknown}")
     (layout if args.command == "layout" else thumbnails)(stems)
     return 0
 

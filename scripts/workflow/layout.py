@@ -1,5 +1,5 @@
 """What each shipped workflow looks like in the editor: its stages (groups), its Note and its place in the template
-browser. `scripts/workflow_editor.py` turns this into the UI files and thumbnails; tests read it too.
+browser. `scripts/workflow/editor.py` turns this into the UI files and thumbnails; tests read it too.
 
 STAGES[stem] lists (group title, node ids of the API twin) left to right; every node is in exactly one stage.
 ORDER is the template browser's order, from "start here" to advanced, and TITLES[stem] the title it shows there (both
@@ -14,7 +14,7 @@ from pathlib import Path
 # The template browser's order, from "start here" to advanced, and the title each file is shown under: one list in
 # web/templates.json, which the editor extension (web/js/broadcast_media.js) reads to sort and title this pack's
 # templates (the server lists them in file-system order under their file names).
-TEMPLATES_JSON = Path(__file__).resolve().parent.parent / "web" / "templates.json"
+TEMPLATES_JSON = Path(__file__).resolve().parents[2] / "web" / "templates.json"
 _TEMPLATES = json.loads(TEMPLATES_JSON.read_text(encoding="utf-8"))["templates"]
 ORDER = tuple(t["name"] for t in _TEMPLATES)
 TITLES: dict[str, str] = {t["name"]: t["title"] for t in _TEMPLATES}

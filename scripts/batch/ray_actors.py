@@ -1,6 +1,6 @@
 """The batch runner's servers in Ray actors (optional: `pip install -r scripts/env/ray.txt`), one ComfyUI per actor.
 
-Each actor hosts one `LaunchedServer` or `UrlServer` (scripts/batch_servers.py) and runs its operations; the driver
+Each actor hosts one `LaunchedServer` or `UrlServer` (scripts/batch/servers.py) and runs its operations; the driver
 keeps its own dispatcher (scripts/run_batch.py), so a job whose actor or server dies is requeued to *another*
 server by the driver (Ray's own task retries would go back to the same actor: `max_task_retries=0`). Ray restarts
 a dead actor (`max_restarts`); the driver then restarts its ComfyUI and the server rejoins. An actor that Ray gave up
@@ -22,9 +22,9 @@ from typing import Optional
 import ray
 from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError, RayTaskError
 
-from scripts.batch_servers import LaunchedServer, ServerDown, Stopped, UrlServer
+from scripts.batch.servers import LaunchedServer, ServerDown, Stopped, UrlServer
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 ACTOR_RESTARTS = 3
 
 

@@ -6,14 +6,14 @@ Every kind offers the same operations to the runner's dispatcher (one thread per
 `heal()` (restart a server this runner owns, or wait for one reached by URL to answer again) and `close()`.
 A server that stops answering raises `ServerDown`; the dispatcher then requeues the job elsewhere and heals it.
 Each server's client follows its websocket (connected before every POST /prompt if it dropped), so `wait` returns
-the moment the server says the prompt ended rather than at the next /history poll (scripts/comfy_ws.py).
+the moment the server says the prompt ended rather than at the next /history poll (scripts/comfyui/ws.py).
 
-- `LaunchedServer`: a `ComfyServer` (scripts/comfy_server.py) in its own base folder, sharing one models folder,
+- `LaunchedServer`: a `ComfyServer` (scripts/comfyui/server.py) in its own base folder, sharing one models folder,
   with ``PR_SET_PDEATHSIG`` so the ComfyUI process dies with its owner even if the owner is SIGKILLed;
   with `gpu` set it runs without `--cpu` and sees only its own device (``CUDA_VISIBLE_DEVICES``; in a Ray actor
   with ``num_gpus=1`` Ray sets that variable itself).
 - `UrlServer`: an existing ComfyUI; never started or stopped by the runner.
-- `RayServer` (scripts/batch_ray.py): either of the above inside a Ray actor, one server per actor.
+- `RayServer` (scripts/batch/ray_actors.py): either of the above inside a Ray actor, one server per actor.
 """
 from __future__ import annotations
 
@@ -27,8 +27,8 @@ import urllib.request
 from pathlib import Path
 from typing import Optional
 
-from scripts.comfy_client import ComfyClient, PromptFailed, ServerError
-from scripts.comfy_server import ComfyServer
+from scripts.comfyui.client import ComfyClient, PromptFailed, ServerError
+from scripts.comfyui.server import ComfyServer
 
 READ_CHUNK = 4 << 20
 WATCH_RETRY = 60.0  # seconds before trying a server's websocket again after it could not be reached

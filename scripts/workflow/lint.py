@@ -13,11 +13,11 @@ SetLatentNoiseMask is refused on a token-grid latent (it would overwrite the gri
 (its trilinear resize shifts the grid). Only decoders (VAEDecode*) turn a masked latent back into clean pixels.
 
 Works on UI-format (editor) and API-format workflow files; UI subgraph definitions are checked one by one (a path
-through a subgraph's boundary is not followed). Links are read with `scripts/workflow_api.py` (one parser for both
+through a subgraph's boundary is not followed). Links are read with `scripts/workflow/api.py` (one parser for both
 formats). API files carry no output types, so `OUTPUT_TYPES` lists those of the nodes the shipped workflows use;
 `tests/comfy/test_workflow_lint_table.py` compares it with the live server's /object_info, so a node whose outputs
 change cannot silently hide a leak. Command line (repository root):
-    python scripts/workflow_lint.py workflows/*.json
+    python scripts/workflow/lint.py workflows/*.json
 exits 1 and prints one line per finding when any file has one.
 """
 from __future__ import annotations
@@ -29,11 +29,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 if str(REPO_ROOT) not in sys.path:  # also when run as a script
     sys.path.insert(0, str(REPO_ROOT))
 
-from scripts.workflow_api import api_links, ui_links  # noqa: E402
+from scripts.workflow.api import api_links, ui_links  # noqa: E402
 
 GRID, GRID_LATENT = "token-grid mask", "latent with a token-grid noise mask"
 
@@ -227,7 +227,7 @@ def check_file(path: Path) -> list:
 def main(argv=None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if not args:
-        print("usage: python scripts/workflow_lint.py WORKFLOW.json [...]", file=sys.stderr)
+        print("usage: python scripts/workflow/lint.py WORKFLOW.json [...]", file=sys.stderr)
         return 2
     total = 0
     for name in args:

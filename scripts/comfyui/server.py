@@ -2,9 +2,9 @@
 
 Used by the test suite (the `comfy` fixture), by `scripts/run_workflow.py` and by hand:
 
-    $BA_PYTHON scripts/comfy_server.py --base-directory <folder>      # serves until Ctrl-C
+    $BA_PYTHON scripts/comfyui/server.py --base-directory <folder>      # serves until Ctrl-C
 
-`ComfyServer` is a `ComfyClient` (scripts/comfy_client.py: the HTTP API) that also owns the server process: it
+`ComfyServer` is a `ComfyClient` (scripts/comfyui/client.py: the HTTP API) that also owns the server process: it
 starts ComfyUI's `main.py --cpu` on 127.0.0.1 and a free port, with every mutable folder (input, output, temp, user,
 models, the database) inside one base directory and this pack linked into `<base>/custom_nodes/broadcast_avatar`,
 waits until `/system_stats` answers and stops only the process it started.
@@ -25,11 +25,11 @@ import time
 from pathlib import Path
 from typing import Optional
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 if str(REPO_ROOT) not in sys.path:  # also when run as a script
     sys.path.insert(0, str(REPO_ROOT))
 
-from scripts.comfy_client import (ComfyClient, PromptFailed, ServerError, execution_failure,  # noqa: E402,F401
+from scripts.comfyui.client import (ComfyClient, PromptFailed, ServerError, execution_failure,  # noqa: E402,F401
                                   format_execution_error, format_rejection)
 
 PACK_LINK_NAME = "broadcast_avatar"

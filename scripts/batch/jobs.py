@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from scripts.batch_ledger import canonical, sha256_file
-from scripts.workflow_api import WorkflowError, json_strings, load_workflow, parse_set
+from scripts.batch.ledger import canonical, sha256_file
+from scripts.workflow.api import WorkflowError, json_strings, load_workflow, parse_set
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 JOB_FIELDS = {"name", "workflow", "set"}
 NAME_OK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 

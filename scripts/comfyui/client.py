@@ -2,7 +2,7 @@
 
 Used by the `comfy` test fixture (through `ComfyServer`, which also owns the process), by
 `scripts/run_workflow.py --url` and by the batch runner, which also calls `watch()`: the client then follows its
-websocket (scripts/comfy_ws.py) and `wait` wakes the moment the server says a prompt ended, instead of at the next
+websocket (scripts/comfyui/ws.py) and `wait` wakes the moment the server says a prompt ended, instead of at the next
 /history poll. Only the standard library is used, but for the wake-up (websocket-client, where installed).
 """
 from __future__ import annotations
@@ -63,7 +63,7 @@ class ComfyClient:
 
         Call it before queueing: ComfyUI sends a prompt's end only to a connected client.
         """
-        from scripts.comfy_ws import PromptWatcher
+        from scripts.comfyui.ws import PromptWatcher
 
         self.unwatch()
         try:
