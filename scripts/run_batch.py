@@ -16,8 +16,11 @@ converted and checked against each server's /object_info; a model missing on any
 The ledger (`--ledger`, default <out-dir>/ledger.jsonl; scripts/batch/ledger.py) records every attempt. A rerun with
 the same ledger skips finished jobs (whose copied outputs still match their sha256), adopts prompts still queued or
 finished on the servers reached by URL, and runs the rest. Each attempt has its own prompt id and filename prefix, so
-ComfyUI's cache can never answer it with no file. A job whose server dies goes to another server while that one is
-restarted (or, by URL, waited for) and rejoins; an execution error is retried once elsewhere; attempts are bounded.
+ComfyUI's cache can never answer it with no file. When a connection to a server fails mid-job, the runner asks that
+server where the job's prompt stands and goes on there if it is queued, running or finished; a job whose prompt is
+not there, or whose server cannot be asked (then its prompt is withdrawn, or the server stopped), goes to another
+server while that one is restarted (or, by URL, waited for) and rejoins: no job runs twice. An execution error is
+retried once elsewhere; attempts are bounded.
 Every `broadcast_qc` verdict in a job's outputs is recorded.
 
 Outputs are copied to <out-dir>/<job name>/. Ctrl-C or SIGTERM stops dispatching and exits at once; prompts still
@@ -56,6 +59,14 @@ from scripts.workflow.api import WorkflowError, check_prompt  # noqa: E402
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_MODELS, EXIT_SERVER, EXIT_QC, EXIT_STOPPED = 0, 1, 2, 3, 4, 5, 130
 # An execution error is usually deterministic (a bad input, a node bug): one more try on another server, no more.
 MAX_EXECUTION_ERRORS = 2
+# Connection failures one attempt may meet on a server that answers again: past that the server counts as down
+# (its prompt is withdrawn or the server stopped, and the job goes elsewhere).
+MAX_FAULTS = 5
+
+
+class NotThere(RuntimeError):
+    """A connection failed mid-attempt and the server, asked, does not have the prompt: it never arrived (or the server
+    restarted since), so running the job elsewhere cannot run it twice."""
 
 
 class Refused(Exception):
@@ -90,6 +101,7 @@ class Attempt:
 
     def __init__(self, run: JobRun, number: int, prompt_id: str, started: float):
         self.run, self.number, self.prompt_id, self.started = run, number, prompt_id, started
+        self.faults = 0  # connections that failed during this attempt (`BatchRunner._settle`)
 
 
 class WorkQueue:
@@ -173,6 +185,7 @@ class Slot:
         self.job: Optional[JobRun] = None
         self.job_started = 0.0
         self.adopt: list[tuple[JobRun, dict]] = []
+        self.orphans: list[str] = []  # prompts that could not be withdrawn: withdrawn when the server answers again
 
 
 class BatchRunner:
@@ -256,6 +269,16 @@ class BatchRunner:
         self.record(None, "server", server=slot.name, url=slot.url, pid=slot.pid, event=event,
                     **({"actor_pid": info["actor_pid"]} if "actor_pid" in info else {}))
         self.progress.event(f"{slot.name} {event} at {slot.url}" + (f" (pid {slot.pid})" if slot.pid else ""))
+        while slot.orphans:
+            prompt_id = slot.orphans[0]
+            found = slot.server.withdraw(prompt_id)  # ServerDown here: the server went again, heal goes on
+            slot.orphans.pop(0)
+            # "finished": it ran there after all, beside the attempt that replaced it (the one case of a job run
+            # twice: its server could not be reached for the whole --rejoin-timeout): on the ledger for the record.
+            self.record(None, "server", server=slot.name, url=slot.url, pid=slot.pid, event="withdrawn",
+                        prompt_id=prompt_id, found=found)
+            self.progress.event(f"{slot.name}: prompt {prompt_id}, requeued while unreachable, was {found} there"
+                                + ("" if found == "finished" else " (withdrawn)"))
 
     def validate(self) -> None:
         """Convert and check every job on every server; refuse the batch when a server lacks models."""
@@ -378,7 +401,7 @@ class BatchRunner:
 
     def _submit(self, slot: Slot, run: JobRun) -> Optional[Attempt]:
         """Post a new attempt of a job (taken from the queue) to this server; None if that failed (recorded)."""
-        t0, attempt = time.monotonic(), 0
+        t0, attempt, prompt_id = time.monotonic(), 0, None
         self._running(slot, run, t0)
         try:
             attempt = run.next_attempt()
@@ -392,10 +415,18 @@ class BatchRunner:
             # resume, so it is adopted, never posted again.
             self.record(run, "submitted", attempt=attempt, server=slot.name, url=slot.url,
                         prompt_id=prompt_id, prefix=prefix)
-            slot.server.submit(prompt, prompt_id)
-            return Attempt(run, attempt, prompt_id, t0)
+            att = Attempt(run, attempt, prompt_id, t0)
+            try:
+                slot.server.submit(prompt, prompt_id)
+            except ServerDown as exc:
+                # The POST may have reached the server with only its answer lost: the server says whether it has the
+                # prompt (then the attempt goes on there) or not (then it is posted again, elsewhere if possible).
+                if self._settle(slot, att, exc) == "unknown":
+                    raise NotThere(f"{slot.name}: POST /prompt failed ({exc}) and the server has no prompt "
+                                   f"{prompt_id}") from None
+            return att
         except Exception as exc:
-            self._failed_attempt(slot, run, attempt, exc)
+            self._failed_attempt(slot, run, attempt, exc, prompt_id)
             self._release(slot, run)
             return None
 
@@ -411,14 +442,26 @@ class BatchRunner:
         Once the server has finished this prompt (and only if it succeeded there), the next job waiting in the
         queue is posted before this one's outputs are copied, hashed and recorded.
         """
-        run, ahead = att.run, None
+        run, ahead, entry = att.run, None, None
         try:
-            entry = slot.server.wait(att.prompt_id, self.job_timeout, lambda: self.queue.stopping)
-            if take_next and slot.up:
-                nxt = self.queue.take_now(slot.name, lambda: self._others_up(slot))
-                if nxt is not None:
-                    ahead = self._submit(slot, nxt)
-            files = self._collect(slot, run, entry)
+            while True:
+                try:
+                    if entry is None:
+                        left = self.job_timeout - (time.monotonic() - att.started)
+                        entry = slot.server.wait(att.prompt_id, max(left, 1.0), lambda: self.queue.stopping)
+                    if take_next and slot.up and ahead is None:
+                        nxt = self.queue.take_now(slot.name, lambda: self._others_up(slot))
+                        if nxt is not None:
+                            ahead = self._submit(slot, nxt)
+                    files = self._collect(slot, run, entry)
+                    break
+                except ServerDown as exc:
+                    # A failed connection (/history, the websocket's server, /view): the prompt is asked after on its
+                    # server; queued or running, it is waited for again; finished, its entry and outputs are read
+                    # again. Only a prompt the server does not have is run again (elsewhere).
+                    if self._settle(slot, att, exc) == "unknown":
+                        raise NotThere(f"{slot.name}: {exc}; the server no longer has prompt {att.prompt_id} "
+                                       "(it restarted)") from None
             run.seconds = round(time.monotonic() - att.started, 3)
             run.files, run.qc = files, qc_verdicts(entry)
             self.record(run, "done", attempt=att.number, server=slot.name, prompt_id=att.prompt_id, files=files,
@@ -427,10 +470,49 @@ class BatchRunner:
             slot.done += 1
             self.progress.done(run)
         except Exception as exc:
-            self._failed_attempt(slot, run, att.number, exc)
+            self._failed_attempt(slot, run, att.number, exc, att.prompt_id)
         finally:
             self._release(slot, run)
         return ahead
+
+    def _settle(self, slot: Slot, att: Attempt, exc: Exception) -> str:
+        """A connection to the attempt's server failed (`exc`): where its prompt stands there, "finished", "queued"
+        (pending or running) or "unknown" (the server does not have it), recorded as a `fault` record.
+
+        A server that cannot be asked (`locate` gives up), or that failed `MAX_FAULTS` times in this attempt, raises
+        `ServerDown`, after its prompt was withdrawn or the server stopped (`_withdraw`): the job then goes to
+        another server and cannot run on this one as well.
+        """
+        att.faults += 1
+        self.progress.event(f"{att.run.job.name}: {exc}; asking {slot.name} where prompt {att.prompt_id} stands")
+        try:
+            if att.faults > MAX_FAULTS:
+                raise ServerDown(f"{slot.name}: {att.faults} failed connections in one attempt")
+            found = slot.server.locate(att.prompt_id, lambda: self.queue.stopping)
+        except ServerDown:
+            self._withdraw(slot, att.prompt_id)
+            raise
+        self.record(att.run, "fault", attempt=att.number, server=slot.name, prompt_id=att.prompt_id,
+                    error=str(exc), found=found)
+        return found
+
+    def _withdraw(self, slot: Slot, prompt_id: str) -> bool:
+        """Before a job leaves a server for another: make sure its prompt will not run (on) there. True when that is
+        confirmed (withdrawn, or the server stopped with it); otherwise it is withdrawn when the server answers
+        again (`_joined`), and False."""
+        try:
+            slot.server.withdraw(prompt_id)
+            return True
+        except ServerDown as exc:
+            if slot.server.stop():
+                slot.up, slot.status = False, "down"
+                self.progress.event(f"{slot.name}: stopped, so that prompt {prompt_id} cannot run on ({exc})")
+                return True
+        if prompt_id not in slot.orphans:
+            slot.orphans.append(prompt_id)
+        self.progress.event(f"{slot.name}: prompt {prompt_id} could not be withdrawn; it will be when the server "
+                            "answers again")
+        return False
 
     def _release(self, slot: Slot, run: JobRun) -> None:
         if slot.job is run:
@@ -439,10 +521,20 @@ class BatchRunner:
                 slot.status = "idle"
         self.queue.task_done()
 
-    def _failed_attempt(self, slot: Slot, run: JobRun, attempt: int, exc: Exception) -> None:
-        """Record why an attempt did not finish: retried (bounded), failed, invalid, or left for the next run."""
+    def _failed_attempt(self, slot: Slot, run: JobRun, attempt: int, exc: Exception,
+                        prompt_id: Optional[str] = None) -> None:
+        """Record why an attempt did not finish: retried (bounded), failed, invalid, or left for the next run.
+
+        Before a retry the prompt must not run, or run on, where it was: a failed prompt has ended there; after a
+        connection failure `_settle` has found it gone or withdrawn it; after a timeout or a defect here it is
+        withdrawn now.
+        """
+        if prompt_id is not None and not isinstance(exc, (Stopped, ServerDown, NotThere, PromptFailed, OutputMissing)):
+            self._withdraw(slot, prompt_id)
         if isinstance(exc, Stopped):
             run.state = "stopped"
+        elif isinstance(exc, NotThere):  # the server answers: it stays up and may take the job again later
+            self._retry(run, slot, attempt, "not_on_server", str(exc))
         elif isinstance(exc, ServerDown):
             slot.up, slot.status = False, "down"
             self.progress.event(f"{slot.name} is down ({exc}); {run.job.name} goes to another server")

@@ -12,6 +12,8 @@ Record kinds (field ``state``), all with ``key`` (the job), ``t`` (Unix time) an
   written *before* POST /prompt, so a runner that dies in between still finds the prompt on resume;
 - ``done``: ``files`` (``path``, ``sha256``, ``bytes``), ``qc`` (every ``broadcast_qc`` verdict found), ``seconds``;
 - ``retry``: the attempt failed and the job goes back to the queue (``error``, ``kind``);
+- ``fault``: a connection to the attempt's server failed (``error``) and the server, asked, had its prompt
+  ``found`` "queued", "finished" or "unknown" (then a ``retry`` follows); not an outcome: the attempt goes on;
 - ``failed`` / ``invalid``: final (attempts used up / the job cannot run as written), with ``error``;
 - ``server``: a server (re)joined: ``server``, ``url``, ``pid`` (its process, for the tests' PID checks).
 

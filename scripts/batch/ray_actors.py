@@ -117,6 +117,19 @@ class RayServer:
     def lookup(self, prompt_id: str) -> str:
         return self._call("lookup", prompt_id)
 
+    def locate(self, prompt_id: str, should_stop=None) -> str:
+        return self._call("locate", prompt_id, should_stop=should_stop)
+
+    def withdraw(self, prompt_id: str) -> str:
+        return self._call("withdraw", prompt_id)
+
+    def stop(self) -> bool:
+        """The actor's server stopped (a launched one), or the actor gone for good (its ComfyUI died with it)."""
+        try:
+            return self._call("stop")
+        except ServerDown as exc:
+            return "ActorDiedError" in str(exc) and self.kind == "launched"
+
     def read(self, item: dict, offset: int, size: int = 4 << 20) -> bytes:
         return self._call("read", item, offset, size)
 

@@ -3,8 +3,13 @@
 Every kind offers the same operations to the runner's dispatcher (one thread per server):
 `start()` (make it answer; returns ``{"url", "pid"}``), `object_info()`, `upload(name, data)`,
 `submit(prompt, prompt_id)`, `wait(prompt_id, timeout)`, `lookup(prompt_id)`, `read(item, offset, size)`,
+`locate(prompt_id)` (`lookup`, asked again until the server answers), `withdraw(prompt_id)` (make sure a prompt
+will not run, or run on, there), `stop()` (end a server this runner owns; False for one it does not),
 `heal()` (restart a server this runner owns, or wait for one reached by URL to answer again) and `close()`.
-A server that stops answering raises `ServerDown`; the dispatcher then requeues the job elsewhere and heals it.
+A failed connection or a server that stops answering raises `ServerDown`. Before the dispatcher requeues a job
+elsewhere it asks the server where the job's prompt stands (`locate`) and goes on there if the prompt is queued,
+running or finished; only a prompt the server does not have, or one withdrawn or killed with its server, is run
+again elsewhere (docs/batch.md, "Exactly once").
 Each server's client follows its websocket (connected before every POST /prompt if it dropped), so `wait` returns
 the moment the server says the prompt ended rather than at the next /history poll (scripts/comfyui/ws.py).
 
@@ -18,6 +23,7 @@ the moment the server says the prompt ended rather than at the next /history pol
 from __future__ import annotations
 
 import hashlib
+import http.client
 import os
 import tempfile
 import time
@@ -32,6 +38,8 @@ from scripts.comfyui.server import ComfyServer
 
 READ_CHUNK = 4 << 20
 WATCH_RETRY = 60.0  # seconds before trying a server's websocket again after it could not be reached
+CONFIRM_TIMEOUT = 30.0  # seconds a started server may take to answer where a prompt stands before it is stopped
+ASK_EVERY = 1.0  # seconds between two questions to a server that did not answer
 
 
 class ServerDown(RuntimeError):
@@ -51,6 +59,7 @@ class _Backend:
 
     name = "server"
     can_restart = False
+    confirm_timeout = CONFIRM_TIMEOUT  # how long `locate` keeps asking a server that does not answer
 
     def __init__(self) -> None:
         self.client: Optional[ComfyClient] = None
@@ -110,24 +119,71 @@ class _Backend:
             raise ServerDown(f"{self.name}: {exc}") from None
 
     def lookup(self, prompt_id: str) -> str:
-        """Where a prompt stands on this server: "finished", "queued" (pending or running) or "unknown"."""
+        """Where a prompt stands on this server: "finished", "queued" (pending or running) or "unknown".
+
+        /queue is read before /history: ComfyUI moves a prompt from running to history in one step (under its
+        queue's lock), so a prompt not in the queue at the first read is either in the history at the second or was
+        never queued. The other order could miss a prompt that ended between the two reads.
+        """
         client = self._need()
         try:
-            entry = client.history(prompt_id)
-            if entry is not None and ((entry.get("status") or {}).get("completed")
-                                      or (entry.get("status") or {}).get("status_str") in ("success", "error")):
-                return "finished"
             queue = client.get("/queue")
-        except (OSError, ServerError) as exc:
+            for item in queue.get("queue_running", []) + queue.get("queue_pending", []):
+                if len(item) > 1 and item[1] == prompt_id:
+                    return "queued"
+            entry = client.history(prompt_id)
+        except (OSError, ServerError, AttributeError) as exc:  # AttributeError: a body that is not the JSON asked for
             raise ServerDown(f"{self.name}: {exc}") from None
-        for item in queue.get("queue_running", []) + queue.get("queue_pending", []):
-            if len(item) > 1 and item[1] == prompt_id:
-                return "queued"
+        if entry is not None and ((entry.get("status") or {}).get("completed")
+                                  or (entry.get("status") or {}).get("status_str") in ("success", "error")):
+            return "finished"
         return "unknown"
 
-    def cancel(self, prompt_id: str) -> None:
-        if self.client is not None:
-            self.client.cancel(prompt_id)
+    def may_answer(self) -> bool:
+        """False once the server certainly cannot answer any more (a started server whose process ended)."""
+        return True
+
+    def locate(self, prompt_id: str, should_stop=lambda: False) -> str:
+        """`lookup`, asked again (every `ASK_EVERY` seconds) until the server answers, for up to `confirm_timeout`
+        seconds; `ServerDown` if it never does. What the dispatcher asks after a connection failed mid-attempt."""
+        deadline = time.monotonic() + self.confirm_timeout
+        while True:
+            try:
+                return self.lookup(prompt_id)
+            except ServerDown:
+                if should_stop():
+                    raise Stopped(prompt_id) from None  # left as it is, for the next run to adopt
+                if not self.may_answer() or time.monotonic() > deadline:
+                    raise
+            time.sleep(ASK_EVERY)
+
+    def withdraw(self, prompt_id: str, timeout: float = CONFIRM_TIMEOUT) -> str:
+        """Make sure a prompt will not run, or run on, here: delete it from the queue, interrupt it if it is the one
+        running (the interrupt names it, so the next prompt is never hit), until the server lists it neither as
+        pending nor as running. Returns "finished" (it ended, interrupted or not) or "unknown" (it never ran here).
+        `ServerDown` when the server cannot be asked or the prompt still runs after `timeout` seconds."""
+        client = self._need()
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                client.post("/queue", {"delete": [prompt_id]})
+                where = self.lookup(prompt_id)
+                if where != "queued":
+                    return where
+                client.post("/interrupt", {"prompt_id": prompt_id})
+            except (OSError, ServerError) as exc:
+                raise ServerDown(f"{self.name}: withdrawing prompt {prompt_id}: {exc}") from None
+            if time.monotonic() > deadline:
+                raise ServerDown(f"{self.name}: prompt {prompt_id} still runs {timeout:.0f} s after it was interrupted")
+            watcher = client.watcher  # woken the moment the interrupted prompt ends, else a short pause
+            if watcher is not None and watcher.connected:
+                watcher.wait_for(prompt_id, 0.5)
+            else:
+                time.sleep(0.2)
+
+    def stop(self) -> bool:
+        """Stop the server if this runner owns it (every prompt on it dies with it): True then; False otherwise."""
+        return False
 
     def read(self, item: dict, offset: int, size: int = READ_CHUNK) -> bytes:
         """`size` bytes of an output file from `offset` over GET /view (works for a server on another machine)."""
@@ -145,8 +201,8 @@ class _Backend:
             if exc.code == 416:  # past the end
                 return b""
             raise OutputMissing(f"{self.name}: GET /view {item['filename']} answered {exc.code}") from None
-        except OSError as exc:
-            raise ServerDown(f"{self.name}: {exc}") from None
+        except (OSError, http.client.HTTPException) as exc:  # HTTPException: a body cut short (IncompleteRead)
+            raise ServerDown(f"{self.name}: GET /view {item['filename']}: {type(exc).__name__}: {exc}") from None
 
     def alive(self) -> bool:
         return self.client is not None and self.client.alive()
@@ -160,6 +216,9 @@ class UrlServer(_Backend):
         self.url = url.rstrip("/")
         self.name = self.url
         self.rejoin_timeout = rejoin_timeout
+        # A server reached by URL cannot be stopped to end a prompt: where a prompt stands is asked as long as the
+        # runner would wait for the server to come back.
+        self.confirm_timeout = rejoin_timeout
         self.client = ComfyClient(self.url)
 
     def spec(self) -> tuple[str, dict]:
@@ -246,6 +305,14 @@ class LaunchedServer(_Backend):
     def alive(self) -> bool:
         return self.server is not None and self.server.proc is not None and self.server.proc.poll() is None \
             and self.server.alive()
+
+    def may_answer(self) -> bool:
+        return self.server is not None and self.server.proc is not None and self.server.proc.poll() is None
+
+    def stop(self) -> bool:
+        if self.server is not None:
+            self.server.stop()
+        return True
 
     def read(self, item: dict, offset: int, size: int = READ_CHUNK) -> bytes:
         """Straight from this server's output folder (it is on this machine); never outside that folder."""

@@ -7,6 +7,7 @@ websocket (scripts/comfyui/ws.py) and `wait` wakes the moment the server says a 
 """
 from __future__ import annotations
 
+import http.client
 import json
 import time
 import urllib.error
@@ -93,6 +94,10 @@ class ComfyClient:
                 status, raw = resp.status, resp.read()
         except urllib.error.HTTPError as exc:
             status, raw = exc.code, exc.read()
+        except http.client.HTTPException as exc:
+            # A connection cut mid-answer (IncompleteRead, a garbled status line) is a failed connection like a
+            # reset one: callers handle both as OSError.
+            raise ConnectionError(f"{method} {path}: {type(exc).__name__}: {exc}") from None
         try:
             return status, json.loads(raw) if raw else None
         except ValueError:
@@ -180,12 +185,14 @@ class ComfyClient:
                 delay = min(delay * 1.5, 0.5)
 
     def cancel(self, prompt_id: str) -> None:
-        """Drop a prompt from the queue, or interrupt it if it is the one running."""
+        """Drop a prompt from the queue, or interrupt it if it is the one running (best effort).
+
+        The interrupt names the prompt (both supported cores honour `prompt_id` in POST /interrupt): a prompt that
+        ended meanwhile leaves the next one running, where a bare interrupt would stop whichever runs then.
+        """
         try:
             self.request("POST", "/queue", {"delete": [prompt_id]})
-            running = self.get("/queue").get("queue_running", [])
-            if any(item[1] == prompt_id for item in running):
-                self.interrupt()
+            self.request("POST", "/interrupt", {"prompt_id": prompt_id})
         except (OSError, ServerError):
             pass
 

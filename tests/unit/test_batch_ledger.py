@@ -168,7 +168,7 @@ class InProcessServer:
     """A server double for the dispatcher's rules: "runs" a prompt by writing a file named after its prefix.
 
     `script` maps a job's Save.value to what happens to its attempts, in order, on whichever server (the dict may
-    be shared): "ok", "down" (ServerDown),
+    be shared): "ok", "down" (ServerDown: the server stops answering anything until it is healed),
     "error" (execution error), "reject" (validation rejection), "empty" (success with no outputs), "qc_fail".
     """
 
@@ -182,12 +182,14 @@ class InProcessServer:
         self.restarts = 0
         self.prompts: dict = {}
         self.history: dict = {}  # like ComfyUI's: a prompt runs once; waiting on it again reads its entry
+        self.down = False
 
     def start(self):
         return {"url": f"inproc://{self.name}", "pid": None}
 
     def heal(self, should_stop=lambda: False):
         self.restarts += 1
+        self.down = False
         return self.start()
 
     def object_info(self):
@@ -206,6 +208,7 @@ class InProcessServer:
         if what == "reject":
             raise PromptFailed("prompt rejected: value out of range", {"rejected": True})
         if what == "down":
+            self.down = True
             raise ServerDown(f"{self.name}: connection refused")
         self.prompts[prompt_id] = (what, prompt)
 
@@ -228,7 +231,29 @@ class InProcessServer:
         return self.history[prompt_id]
 
     def lookup(self, prompt_id):
-        return "finished" if prompt_id in self.prompts else "unknown"
+        """As ComfyUI answers it: in its history, still in its queue, or never seen (or deleted)."""
+        if self.down:
+            raise ServerDown(f"{self.name}: connection refused")
+        if prompt_id in self.history:
+            return "finished"
+        return "queued" if prompt_id in self.prompts else "unknown"
+
+    def locate(self, prompt_id, should_stop=None):
+        return self.lookup(prompt_id)
+
+    def withdraw(self, prompt_id):
+        """POST /queue {"delete": [id]}: a prompt that has not run yet never will."""
+        found = self.lookup(prompt_id)
+        if found == "queued":
+            del self.prompts[prompt_id]
+            return "unknown"
+        return found
+
+    def stop(self):
+        """A started server: stopped, with every prompt it had not run."""
+        if self.can_restart:
+            self.prompts = {k: v for k, v in self.prompts.items() if k in self.history}
+        return self.can_restart
 
     def read(self, item, offset, size=1 << 20):
         return (self.folder / item["filename"]).read_bytes()[offset:offset + size]
