@@ -300,3 +300,65 @@ def test_a_shipped_broadcast_runs_through_the_runner_end_to_end(comfy, tmp_path)
     [job] = summary["jobs"]
     assert (job["state"], job["how"], job["tries"], job["qc"], job["files"]) == (
         "done", "ran", 1, [verdict["verdict"]], [f["path"] for f in record["files"]])
+
+
+def test_dropped_connections_at_every_step_run_each_job_once(comfy, tmp_path):
+    """The runner reaches the session's server through a loopback proxy that cuts one connection at each step of a
+    job (tests/fixtures/fault_proxy.py): a POST /prompt whose answer is lost after the server queued the prompt, a
+    POST that never arrives, the question where a prompt stands (GET /queue) cut short, the websocket cut when a
+    prompt starts, a finished prompt's /history answer cut in the middle, an output download (/view) cut in the
+    middle. Every job must execute exactly once, counted on the server (its log's "Prompt executed" lines, its
+    history and its output folder), and be copied once with the server file's sha256."""
+    from scripts.sample_clip import SAMPLE_NAME, make_sample_clip
+    from tests.fixtures.fault_proxy import Cut, FaultProxy
+
+    clip = make_sample_clip(tmp_path / "clip" / SAMPLE_NAME, seconds=2.0)
+    jobs = 4
+    batch = tmp_path / "faults.jsonl"
+    batch.write_text("".join(json.dumps({"name": f"cut-{i}", "workflow": str(WORKFLOW),
+                                         "set": {"Broadcast Export Video.quality": 30 + i}}) + "\n"
+                             for i in range(jobs)))
+    cuts = [Cut("POST", "/prompt", "drop_answer"), Cut("POST", "/prompt", "refuse"),
+            Cut("GET", "/queue", "cut_answer"),
+            Cut("GET", "/ws", "cut_websocket", when=b'"execution_start"'),
+            Cut("GET", "/history/", "cut_answer", when=b'"status_str": "success"'),
+            Cut("GET", "/view", "cut_answer")]
+    executed_before = comfy.log_text().count("Prompt executed in")
+    proxy = FaultProxy(comfy.port, cuts)
+    try:
+        out_dir = tmp_path / "out"
+        proc = subprocess.run([os.environ.get("BA_PYTHON") or sys.executable, str(RUNNER), str(batch),
+                               "--url", proxy.url, "--input", str(clip), "--no-progress", "--out-dir", str(out_dir)],
+                              capture_output=True, text=True, timeout=600)
+    finally:
+        proxy.close()
+    log = proc.stdout[-6000:] + proc.stderr[-6000:]
+    assert proc.returncode == 0, log
+    assert [c.request for c in cuts if not c.fired.is_set()] == [], [(c.method, c.path, c.action) for c in cuts
+                                                                     if not c.fired.is_set()]
+    ledger = Ledger(out_dir / "ledger.jsonl")
+    histories = check_ledger_outputs(ledger, jobs)
+    # One fault record per failed connection of an attempt (a cut met while the runner was asking, e.g. the /history
+    # read of its question, is asked again instead): at least the lost POST answer, the refused POST and the broken
+    # download. Only the refused POST is posted again; nothing else is retried.
+    faults = [r for r in ledger.records() if r["state"] == "fault"]
+    assert len(faults) >= 3 and [r["found"] for r in faults].count("unknown") == 1, faults
+    assert [r["kind"] for r in ledger.records() if r["state"] == "retry"] == ["not_on_server"]
+    # Counted on the server: nothing of the batch left in its queue, one history entry, one "Prompt executed" line
+    # and one file per job. (The worker logs that line just after it wrote the history entry the runner read, so
+    # the last one may come a moment after the runner exited.)
+    submitted = {r["prompt_id"]: r for r in ledger.records() if r["state"] == "submitted"}
+    queue = comfy.get("/queue")
+    assert not {item[1] for item in queue["queue_running"] + queue["queue_pending"]} & set(submitted), queue
+    history = comfy.get("/history?max_items=10000")
+    executed = wait_for(lambda: comfy.log_text().count("Prompt executed in") - executed_before >= jobs and
+                        comfy.log_text().count("Prompt executed in") - executed_before, 30,
+                        message="the server to log every execution")
+    assert executed == jobs
+    ran = [submitted[p]["key"] for p in history if p in submitted]
+    assert sorted(ran) == sorted(histories), ran
+    for key, job in histories.items():
+        files = [p for p in comfy.output_dir.rglob("*.mp4") if key in p.name]
+        (item,) = job.done_record()["files"]
+        assert len(files) == 1 and sha256_file(files[0]) == item["sha256"], (key, files)
+        assert sorted(p.name for p in Path(item["path"]).parent.iterdir()) == [Path(item["path"]).name]
