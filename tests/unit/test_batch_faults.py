@@ -173,7 +173,7 @@ def test_each_failed_connection_leaves_every_job_run_once(tmp_path, workflow, st
         assert faults == [] and [r["kind"] for r in retries] == ["server_down"] and a.restarts + b.restarts == 1
 
 
-def test_a_server_by_url_that_cannot_be_asked_has_its_prompt_withdrawn_when_it_answers_again(tmp_path, workflow):  # noqa: F811
+def test_a_url_server_that_cannot_be_asked_has_its_prompt_withdrawn_when_it_answers(tmp_path, workflow):  # noqa: F811
     """A server the runner does not own cannot be stopped: the job goes elsewhere after the wait for an answer, and
     its prompt is deleted there the moment the server answers again, before its worker got to it."""
     values = [1, 2]
