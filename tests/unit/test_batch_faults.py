@@ -5,8 +5,8 @@ is waiting for it (its queue worker does not know the client), unless it is dele
 server is stopped with it; a finished prompt stays in the history; POST /prompt does not deduplicate. So a job the
 runner requeues while its prompt is still on the first server runs twice: `drain()` runs whatever is left on a
 server at the end, as the real worker would have, and the executions are counted on the servers. The runner before
-this change requeued on every failed connection, and fails these tests (two executions) at every step but the POST
-that never arrived. The same steps against a real ComfyUI behind a proxy that cuts connections are in
+this change requeued on every failed connection: it fails all of these tests, six by running the faulted job twice
+(every step but the POST that never arrived and the failed question, which it never asked). The same steps against a real ComfyUI behind a proxy that cuts connections are in
 tests/comfy/test_batch_runner.py.
 """
 from __future__ import annotations
