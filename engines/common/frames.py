@@ -89,18 +89,18 @@ def to_bytes(values: torch.Tensor) -> torch.Tensor:
 
 
 def window_float(region: torch.Tensor, device=None) -> torch.Tensor:
-    """A frame's window ``[h, w, 3]`` (uint8, or float 0-1) -> ``[3, h, w]`` float32 0-1 on `device` (default: the
-    region's); for bytes only the window's bytes move."""
+    """A frame's window ``[h, w, 3]`` (uint8, or float 0-1) -> a new contiguous ``[3, h, w]`` float32 0-1 on `device`
+    (default: the region's); for bytes only the window's bytes move. Planar like the patches blended into it, so
+    the blend's element-wise steps run on contiguous memory (the transpose is paid once, here)."""
     device = region.device if device is None else torch.device(device)
-    x = region.to(device).permute(2, 0, 1).to(torch.float32)
+    x = region.to(device).permute(2, 0, 1).to(torch.float32, memory_format=torch.contiguous_format, copy=True)
     return x.div_(255.0) if region.dtype == torch.uint8 else x
 
 
 def store_window(region: torch.Tensor, values: torch.Tensor) -> None:
     """Write the blended window `values` ``[3, h, w]`` (float 0-1, any device) into `region` ``[h, w, 3]`` in place,
     rounded to bytes by `to_bytes` on `values`' device (so only bytes come back) when the frame is uint8."""
-    hwc = values.permute(1, 2, 0)
-    region.copy_(to_bytes(hwc) if region.dtype == torch.uint8 else hwc)
+    region.copy_((to_bytes(values) if region.dtype == torch.uint8 else values).permute(1, 2, 0))
 
 
 def frame_bytes(frames, index: int) -> torch.Tensor:

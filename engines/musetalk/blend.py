@@ -216,9 +216,10 @@ class MouthPaster:
                 c0, c1 = min(c0, p.src_cols[0]), max(c1, p.src_cols[1])
         return (r0, r1, c0, c1) if r1 > r0 and c1 > c0 else (0, 0, 0, 0)
 
-    def paste(self, frame: torch.Tensor, face: torch.Tensor, box, device=None) -> None:
-        """Blend `face` ``[3, 256, 256]`` into `frame` ``[H, W, 3]`` (uint8 or float 0..1) in place at `box`
-        ``(x1, y1, x2, y2)``.
+    def paste(self, frame: torch.Tensor, face: torch.Tensor, box, device=None, vae_range: bool = False) -> None:
+        """Blend `face` ``[3, 256, 256]`` (0..1; with `vae_range`, straight from the VAE, -1..1, brought to 0..1 as
+        ``x / 2 + 0.5`` clamped, on the window only) into `frame` ``[H, W, 3]`` (uint8 or float 0..1) in place at
+        `box` ``(x1, y1, x2, y2)``.
 
         The window is computed on `device` (default: the face's, i.e. where the VAE decoded it): a frame elsewhere
         (the host) sends only its window there and gets the blended window back, as bytes for a uint8 frame.
@@ -229,7 +230,8 @@ class MouthPaster:
         if p is None:
             return
         (a0, a1), (b0, b1), (s0, s1), (t0, t1) = p.rows, p.cols, p.src_rows, p.src_cols
-        src = face[:, s0:s1, t0:t1].to(dev, torch.float32).clamp(0, 1)
+        src = face[:, s0:s1, t0:t1].to(dev, torch.float32)
+        src = (src / 2 + 0.5).clamp_(0, 1) if vae_range else src.clamp(0, 1)
         fg = torch.matmul(torch.matmul(p.ry, src), p.rx.T)                     # [3, hs, ws]
         region = frame[y1 + a0:y1 + a1, x1 + b0:x1 + b1]
         store_window(region, blend_modes.composite(fg, window_float(region, dev), p.alpha, self.mode))

@@ -235,7 +235,8 @@ def _reused(mark) -> bool:
 
 def _decoded(nets, items: Iterable[tuple], batch: int, out_device, times,
              window: tuple = (0, 0, 0, 0), stats: Optional["LipSyncStats"] = None) -> Iterator[tuple]:
-    """Stage 4a: VAE decode in fixed batches -> (frame ids, faces [k, 3, 256, 256] in [0, 1], keys done).
+    """Stage 4a: VAE decode in fixed batches -> (frame ids, faces [k, 3, 256, 256] as the VAE gives them (-1..1),
+    keys done).
 
     A keyframe the viseme cache reused is not decoded: its face is the cached window (`window`, the crop rows and
     columns the paste-back reads) of the face decoded for the keyframe that made it, which precedes it; a keyframe
@@ -256,7 +257,7 @@ def _decoded(nets, items: Iterable[tuple], batch: int, out_device, times,
             faces = None
             if need:
                 faces = run_padded(decode, batch, torch.stack([lats[j] for j in need]).to(nets.vae.device))
-                faces = (faces.float() / 2 + 0.5).clamp(0, 1).to(out_device)
+                faces = faces.to(out_device)     # as decoded (-1..1): the paste brings its window, only, to 0..1
                 if stats is not None:
                     stats.decoded_frames += len(need)
                     stats.vae_calls += 1
@@ -311,7 +312,7 @@ def _pasted(avatar: Avatar, src, items: Iterable[tuple], times, blend: str = "fe
             for j, f in enumerate(fr.tolist()):
                 s = int(src[f])
                 out[j].copy_(frame_bytes(frames, s))
-                paster.paste(out[j], faces[j], boxes[s])
+                paster.paste(out[j], faces[j], boxes[s], vae_range=True)
         if stats is not None:
             stats.frames += len(fr)
         yield len(fr), out, nkeys

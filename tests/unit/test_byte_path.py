@@ -159,8 +159,9 @@ def test_musetalk_paste_stage_equals_the_pre_change_frames(mode):
     g = torch.Generator().manual_seed(1)
     n = 7
     src = torch.tensor([0, 1, 2, 2, 1, 0, 1])
-    faces = torch.rand(n, 3, 256, 256, generator=g)
-    items = [(torch.arange(0, 4), faces[:4], 2), (torch.arange(4, n), faces[4:], 1)]
+    decoded = torch.rand(n, 3, 256, 256, generator=g) * 2.2 - 1.1      # as the VAE gives them, a little out of range
+    faces = (decoded / 2 + 0.5).clamp(0, 1)                             # what the old decode stage handed the paste
+    items = [(torch.arange(0, 4), decoded[:4], 2), (torch.arange(4, n), decoded[4:], 1)]
     # recycled buffers with a consumer that copies each chunk before asking for the next (as the writer does)
     chunks = [c.clone() for _, c, _ in _pasted(avatar, src, items, None, mode, ring=FrameRing(2))]
     new = torch.cat(chunks)
@@ -175,10 +176,11 @@ def test_musetalk_paste_computes_the_window_on_the_faces_device_in_bf16():
     """Faces from bf16 networks (the GPU's precision, here on the CPU): the window is float32 maths on the faces'
     device whatever their dtype, so the frame equals the pre-change path fed the same faces."""
     avatar = _musetalk_avatar(2)
-    faces = torch.rand(3, 3, 256, 256, generator=torch.Generator().manual_seed(3)).to(torch.bfloat16)
+    decoded = (torch.rand(3, 3, 256, 256, generator=torch.Generator().manual_seed(3)) * 2 - 1).to(torch.bfloat16)
     src = torch.tensor([2, 0, 1])
-    new = torch.cat([c for _, c, _ in _pasted(avatar, src, [(torch.arange(3), faces, 0)], None, "feather")])
-    old = encoder_bytes(old_musetalk_frames(avatar.frames.float(), BOXES.tolist(), src, faces.float(), avatar.mask,
+    new = torch.cat([c for _, c, _ in _pasted(avatar, src, [(torch.arange(3), decoded, 0)], None, "feather")])
+    faces = (decoded.float() / 2 + 0.5).clamp(0, 1)
+    old = encoder_bytes(old_musetalk_frames(avatar.frames.float(), BOXES.tolist(), src, faces, avatar.mask,
                                             "feather"))
     assert assert_within_one_level(new, old) == 1.0
 
