@@ -15,7 +15,7 @@ covers in the frame (the face, ~560 px). The issue's goal: MuseTalk within 1.5x 
 Memory: the peak resident growth of each render over its start (the kernel's VmHWM, reset before the run), at the
 clip length and at three times it: flat in the clip's length when the two are equal.
 
-    python benchmarks/bench_host_path.py               # 48 frames, 5 repeats, both sizes
+    python benchmarks/bench_host_path.py               # 96 frames, 5 repeats, both sizes
     python benchmarks/bench_host_path.py --quick       # 16 frames, 2 repeats
     bash scripts/bench.sh host_path
 
@@ -217,7 +217,7 @@ def _memory(family: str, height: int, width: int, frames: int, device: torch.dev
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def measure_host_path(device="cpu", sizes=SIZES, frames: int = 48, repeats: int = 5) -> list[dict]:
+def measure_host_path(device="cpu", sizes=SIZES, frames: int = 96, repeats: int = 5) -> list[dict]:
     """Per family and size: ms per frame (CPU time of this process and wall time, median and range over `repeats`,
     each repeat timing ours and the reference back to back), the ratio of the medians to the reference's, and the
     peak resident growth of our render at `frames` and 3 x `frames` frames (MiB; plus the device's peak allocation
@@ -276,7 +276,7 @@ def print_table(rows: list[dict], frames: int, repeats: int, device) -> None:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--frames", type=int, default=48)
+    ap.add_argument("--frames", type=int, default=96)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads (1: the work, not the machine)")

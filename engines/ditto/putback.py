@@ -90,12 +90,12 @@ def footprints(m_c2o: np.ndarray, width: int, height: int) -> list:
     return [footprint(m_c2o[i], width, height) for i in range(len(m_c2o))]
 
 
-def warp_windows(crops: torch.Tensor, m_o2c: np.ndarray, boxes: list, blend: str = "feather") -> torch.Tensor:
-    """The crops (and the feather mask, and for reinhard the mouth weight) sampled at each frame window's pixels:
-    ``(B, 4 or 5, bh, bw)`` float32 in 0..1 on the crops' device, bh x bw the largest window (each frame uses the top
-    left of its own)."""
-    b = crops.shape[0]
-    dev = crops.device
+def warp_windows(crops, m_o2c: np.ndarray, boxes: list, blend: str = "feather") -> torch.Tensor:
+    """The crops (``(B, 3, S, S)`` or B tensors ``(3, S, S)``; with the feather mask, and for reinhard the mouth
+    weight) sampled at each frame window's pixels: ``(B, 4 or 5, bh, bw)`` float32 in 0..1 on the crops' device,
+    bh x bw the largest window (each frame uses the top left of its own)."""
+    b = len(crops)
+    dev = crops[0].device
     bw = max(1, max(x1 - x0 for x0, _, x1, _ in boxes))
     bh = max(1, max(y1 - y0 for _, y0, _, y1 in boxes))
     # One affine per frame maps box pixel (i, j) straight to grid_sample's normalised crop coordinates: the box
@@ -109,12 +109,15 @@ def warp_windows(crops: torch.Tensor, m_o2c: np.ndarray, boxes: list, blend: str
     xs = torch.arange(bw, device=dev, dtype=torch.float32).view(1, 1, bw, 1)
     ys = torch.arange(bh, device=dev, dtype=torch.float32).view(1, bh, 1, 1)
     grid = (xs * a[:, None, None, :, 0] + a[:, None, None, :, 2]) + ys * a[:, None, None, :, 1]  # (B, bh, bw, 2)
-    side = crops.shape[-1]   # 512 at full size; the grid is in normalised units, so smaller test crops work too
-    mask = torch.from_numpy(feather_mask(side)).to(dev)[None, None].expand(b, 1, side, side)
-    layers = [crops.float(), mask]
-    if blend == "reinhard":      # the mouth's transfer weight rides along as a fifth channel, warped the same way
-        layers.append(torch.from_numpy(mouth_weight(side)).to(dev)[None, None].expand(b, 1, side, side))
-    src = torch.cat(layers, dim=1)
+    side = crops[0].shape[-1]   # 512 at full size; the grid is in normalised units, so smaller test crops work too
+    # crops, mask (and the mouth's transfer weight for reinhard, warped the same way) as the channels of one input,
+    # each crop copied once, straight from the renderer's list
+    src = torch.empty((b, 5 if blend == "reinhard" else 4, side, side), dtype=torch.float32, device=dev)
+    for i, crop in enumerate(crops):
+        src[i, :3].copy_(crop)
+    src[:, 3].copy_(torch.from_numpy(feather_mask(side)).to(dev))
+    if blend == "reinhard":
+        src[:, 4].copy_(torch.from_numpy(mouth_weight(side)).to(dev))
     return F.grid_sample(src, grid, mode="bilinear", padding_mode="zeros", align_corners=False).clamp_(0, 1)
 
 
@@ -171,7 +174,7 @@ def paste_crops(frames, crops: torch.Tensor, m_o2c: np.ndarray, m_c2o: np.ndarra
         frames: B frames ``[H, W, 3]`` (a tensor ``(B, H, W, 3)`` or a sequence of views), uint8 (or float 0..1),
             anywhere (the host): only each crop's window is read, sent to the crops' device, blended there as float
             and written back (as bytes, rounded as the export rounds: engines/common/frames.store_window).
-        crops: (B, 3, S, S) float in [0, 1] on the device that computes the windows.
+        crops: (B, 3, S, S) float in [0, 1] (or B tensors (3, S, S)) on the device that computes the windows.
         m_o2c, m_c2o: (B, 3, 3) affines (numpy float64).
         blend: feather, reinhard or poisson.
         weights: optional (B,) floats in 0..1 easing each composite in from the frame (silence): frame + w *
@@ -179,14 +182,15 @@ def paste_crops(frames, crops: torch.Tensor, m_o2c: np.ndarray, m_c2o: np.ndarra
     """
     _check_blend(blend)
     h, w = (int(d) for d in frames[0].shape[:2])
-    boxes = footprints(m_c2o, w, h)
-    warped = warp_windows(crops, m_o2c, boxes, blend)
-    for i, (x0, y0, x1, y1) in enumerate(boxes):
+    for i, (x0, y0, x1, y1) in enumerate(footprints(m_c2o, w, h)):
         if x1 <= x0 or y1 <= y0:
             continue
+        # one frame at a time: each samples only its own window, and the temporaries (a few MB) are reused by the
+        # allocator instead of a batch's (tens of MB, fresh pages every call on the CPU)
+        warped = warp_windows(crops[i:i + 1], m_o2c[i:i + 1], [(x0, y0, x1, y1)], blend)[0]
         region = frames[i][y0:y1, x0:x1]
-        bg = window_float(region, crops.device)
-        mixed = blend_window(bg, warped[i, :, : y1 - y0, : x1 - x0], blend)
+        bg = window_float(region, warped.device)
+        mixed = blend_window(bg, warped, blend)
         wt = 1.0 if weights is None else float(weights[i])
         if wt < 1.0:
             mixed = bg + wt * (mixed - bg)

@@ -124,7 +124,7 @@ def render(nets, avatar, source_index: np.ndarray, kp_driven: np.ndarray, rms: O
             active = weights[idx] > 0
             if active.any():
                 sel = idx[active]
-                crops = torch.stack([_crop_for(i) for i in sel])
+                crops = [_crop_for(i) for i in sel]          # no stack: the warp copies each into its input
                 src = source_index[sel]
                 paste_crops([out[j] for j in np.flatnonzero(active)], crops, avatar.m_o2c[src], avatar.m_c2o[src],
                             settings.blend, weights[sel])

@@ -369,7 +369,8 @@ def lipsync_chunks(nets, avatar: Avatar, audio: Any, settings: LipSyncSettings =
                   name="unet")
     # Faces stay where the VAE decoded them: the paste computes each mouth window there and only bytes come back.
     chain = stage(_decoded(nets, chain, batch, device, stage_times, window, stats), name="vae")
-    ring = FrameRing(PASTE_DEPTH + 2) if reuse_buffers else None   # + the chunk being written + the consumer's
+    # the chunks a threaded paste stage holds ahead (pipelined), the one being written and the consumer's
+    ring = FrameRing((PASTE_DEPTH if settings.pipelined else 0) + 2) if reuse_buffers else None
     chain = stage(_pasted(avatar, src, chain, stage_times, settings.blend, stats, ring), name="paste",
                   depth=PASTE_DEPTH)
     try:
