@@ -143,6 +143,18 @@ def ditto_case(height: int, width: int, device: torch.device):
     return nets, avatar, (y1 - y0, x1 - x0)
 
 
+def ditto_inputs(case, frames: int, device: torch.device, sink=None) -> int:
+    """Ditto's network-input staging alone (`render.CropRenderer` with the stand-ins: f_s gathered per batch, 4 MB a
+    frame, and the decoder's crops clamped), the part of its host path that is not the putback."""
+    nets, avatar, _ = case
+    renderer = ditto_engine.CropRenderer(nets, avatar, device, torch.float32)
+    src = np.arange(frames) % LOOP
+    kp = np.zeros((frames, 21, 3), np.float32)
+    for s in range(0, frames, BATCH):
+        renderer(src[s:s + BATCH], kp[s:s + BATCH])
+    return frames
+
+
 def ditto_render(case, frames: int, device: torch.device, sink: HostRGB) -> int:
     nets, avatar, _ = case
     src = np.arange(frames) % LOOP
@@ -221,7 +233,8 @@ def measure_host_path(device="cpu", sizes=SIZES, frames: int = 96, repeats: int 
     """Per family and size: ms per frame (CPU time of this process and wall time, median and range over `repeats`,
     each repeat timing ours and the reference back to back), the ratio of the medians to the reference's, and the
     peak resident growth of our render at `frames` and 3 x `frames` frames (MiB; plus the device's peak allocation
-    on CUDA); each memory figure comes from a fresh process (`memory_child`). The ratio is of CPU time on the CPU and
+    on CUDA); each memory figure comes from a fresh process (`memory_child`). For Ditto, ``inputs_ms``: the
+    network-input staging alone (`ditto_inputs`), timed in the same repeats. The ratio is of CPU time on the CPU and
     of wall time on a GPU."""
     device = torch.device(device)
     rows = []
@@ -234,10 +247,12 @@ def measure_host_path(device="cpu", sizes=SIZES, frames: int = 96, repeats: int 
                 ours = lambda n=frames: render(case, n, device, sink)                           # noqa: E731
                 ref = lambda n=frames: reference_render(loop, case[2], n, device, sink)         # noqa: E731
                 ours(BATCH), ref(BATCH)                                                         # warm-up
-                t_ours, t_ref = [], []
+                t_ours, t_ref, t_inputs = [], [], []
                 for _ in range(repeats):
                     t_ours.append(_timed(ours, device))
                     t_ref.append(_timed(ref, device))
+                    if family == "ditto":
+                        t_inputs.append(_timed(lambda: ditto_inputs(case, frames, device), device))
             finally:
                 sink.close()
             memory = [_memory(family, height, width, n, device) for n in (frames, 3 * frames)]
@@ -250,6 +265,7 @@ def measure_host_path(device="cpu", sizes=SIZES, frames: int = 96, repeats: int 
                          "ref_ms": statistics.median(ref_ms), "ref_range": (min(ref_ms), max(ref_ms)),
                          "wall_ms": wall(t_ours), "ref_wall_ms": wall(t_ref),
                          "ratio": statistics.median(ours_ms) / statistics.median(ref_ms), "goal": GOALS[family],
+                         "inputs_ms": statistics.median(ms(t_inputs)) if t_inputs else None,
                          "growth_mib": memory[0]["growth_mib"], "growth_3x_mib": memory[1]["growth_mib"],
                          "gpu_peak_mib": memory[1]["gpu_peak_mib"],
                          "clock": "wall" if device.type == "cuda" else "cpu"})
@@ -261,7 +277,7 @@ def print_table(rows: list[dict], frames: int, repeats: int, device) -> None:
           f"device {device}, torch {torch.__version__}, {torch.get_num_threads()} torch thread(s), "
           f"{os.cpu_count()} cpus, load {os.getloadavg()[0]:.2f}, {platform.processor() or platform.machine()}")
     head = (f"{'family':<9} {'frame':>9} {'window':>8} {'ours ms/f':>16} {'ref ms/f':>16} {'ratio':>6} {'goal':>5} "
-            f"{'wall ours/ref':>14} {'peak MiB':>9} {'x3 clip':>8}")
+            f"{'wall ours/ref':>14} {'peak MiB':>9} {'x3 clip':>8} {'net inputs':>10}")
     print(head)
     for r in rows:
         gpu = f"  gpu peak {r['gpu_peak_mib']:.0f} MiB" if r["gpu_peak_mib"] is not None else ""
@@ -269,9 +285,10 @@ def print_table(rows: list[dict], frames: int, repeats: int, device) -> None:
               f"{r['ms']:>6.2f} ({r['ms_range'][0]:.2f}-{r['ms_range'][1]:.2f}) "
               f"{r['ref_ms']:>6.2f} ({r['ref_range'][0]:.2f}-{r['ref_range'][1]:.2f}) {r['ratio']:>6.2f} "
               f"{r['goal']:>5.1f} {r['wall_ms']:>6.2f}/{r['ref_wall_ms']:<6.2f} {r['growth_mib']:>9.0f} "
-              f"{r['growth_3x_mib']:>8.0f}{gpu}")
+              f"{r['growth_3x_mib']:>8.0f} {'' if r['inputs_ms'] is None else format(r['inputs_ms'], '.2f'):>10}{gpu}")
     print(f"ms/f: {rows[0]['clock']} time per frame, median (min-max) over the repeats; ratio: ours / reference "
-          "(medians); peak MiB: resident growth during one render at the clip length, x3 clip: at three times it")
+          "(medians); peak MiB: resident growth during one render at the clip length, x3 clip: at three times it; "
+          "net inputs: of ours, Ditto's network-input staging (ms/f)")
 
 
 def main(argv=None) -> int:
