@@ -138,7 +138,8 @@ class FrameRing:
 
 
 def chunk_buffer(ring: Optional[FrameRing], n: int, frame_shape: tuple) -> torch.Tensor:
-    """An output chunk ``[n, *frame_shape]`` uint8 on the CPU: from `ring` when the caller recycles buffers, else new."""
+    """An output chunk ``[n, *frame_shape]`` uint8 on the CPU: from `ring` when the caller recycles buffers, else a
+    new one."""
     return ring.take(n, frame_shape) if ring is not None else torch.empty((n, *frame_shape), dtype=torch.uint8)
 
 
