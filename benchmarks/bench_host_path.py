@@ -236,7 +236,11 @@ def measure_host_path(device="cpu", sizes=SIZES, frames: int = 96, repeats: int 
     on CUDA); each memory figure comes from a fresh process (`memory_child`). For Ditto, ``inputs_ms``: the
     network-input staging alone (`ditto_inputs`), timed in the same repeats. The ratio is of CPU time on the CPU and
     of wall time on a GPU."""
-    device = torch.device(device)
+    with torch.inference_mode():
+        return _measure(torch.device(device), sizes, frames, repeats)
+
+
+def _measure(device: torch.device, sizes, frames: int, repeats: int) -> list[dict]:
     rows = []
     for height, width in sizes:
         for family, (make, render) in FAMILIES.items():
@@ -309,8 +313,7 @@ def main(argv=None) -> int:
     if args.quick:
         args.frames, args.repeats = 16, 2
     torch.set_num_threads(args.threads)
-    with torch.inference_mode():
-        rows = measure_host_path(args.device, SIZES, args.frames, args.repeats)
+    rows = measure_host_path(args.device, SIZES, args.frames, args.repeats)
     print_table(rows, args.frames, args.repeats, args.device)
     return 0
 
