@@ -1,10 +1,11 @@
 """Putback: the rendered 512 crop blended back into the frame through its crop affine, window only.
 
 Upstream warps a feathered mask and the crop into the frame with two ``cv2.warpAffine`` calls (bilinear, zero
-border) and blends ``m * render + (1 - m) * frame``. Here the same bilinear sampling is one ``grid_sample`` over a
-batch (crop and mask as four channels), restricted to the box each crop covers in its frame, so the work scales with
-the face, not with the frame. The grid is built from the stored frame->crop affine (no grids are stored): for an
-output pixel p, the crop pixel is M_o2c @ p, normalised for ``align_corners=False`` as (2x + 1) / 512 - 1.
+border) and blends ``m * render + (1 - m) * frame``. Here the same bilinear sampling is a ``grid_sample`` (crop and
+mask as four channels; over the batch in `putback`, one frame at a time in the render's `paste_crops`), restricted
+to the box each crop covers in its frame, so the work scales with the face, not with the frame. The grid is built
+from the stored frame->crop affine (no grids are stored): for an output pixel p, the crop pixel is M_o2c @ p,
+normalised for ``align_corners=False`` as (2x + 1) / 512 - 1.
 
 The render's byte path (`paste_crops`): the frames are uint8 copies of the loop frames on the host; each one's
 window (the box its crop covers) is sent to the crops' device as bytes, blended there in float and sent back as
