@@ -225,7 +225,7 @@ def bench_viseme(nets, fps: float) -> None:
         t = time.process_time()
         k = 0
         for chunk in lipsync_chunks(nets, avatar, audio, settings, stats=stats):
-            clip[k:k + chunk.shape[0]] = chunk
+            clip[k:k + chunk.shape[0]] = chunk.float() / 255      # the stream is uint8 (the byte path)
             k += chunk.shape[0]
         elapsed = time.process_time() - t
         out[name] = clip

@@ -13,7 +13,7 @@ from comfy_api.latest import io, ui
 
 from ..engines.common.audio import make_audio, to_mono
 from ..engines.common.errors import InputError
-from ..engines.common.frames import FrameStream
+from ..engines.common.frames import FrameStream, image_from_bytes
 from ..engines.common.images import check_image_batch
 from ..engines.common.loop_modes import LEGACY_LOOP_MODES, LOOP_MODES
 from ..engines.ditto.audio_features import SAMPLE_RATE, check_length
@@ -370,7 +370,7 @@ class BroadcastDittoRender(io.ComfyNode):
         if stream_to_export:
             # FrameStream calls this once here (so its checks fail in this node), then again for each further pass.
             frames = FrameStream(lambda: ditto_model.ready_for(int(batch_size))[0].render(
-                avatar, motion, settings, comfy_bridge.progress(n)), n, motion.fps, "Ditto Render")
+                avatar, motion, settings, comfy_bridge.progress(n), reuse_buffers=True), n, motion.fps, "Ditto Render")
             return io.NodeOutput(None, audio, "", frames, motion.fps, ui=comfy_bridge.with_audio_player(
                 ui.PreviewText("\n".join([f"{n} frames at {motion.fps:g} fps, rendered as Export Video encodes them",
                                           *ditto_model.summary])), audio, cls))    # built by FrameStream's check
@@ -380,10 +380,10 @@ class BroadcastDittoRender(io.ComfyNode):
             shown = comfy_bridge.with_audio_player(ui.PreviewText("\n".join(ditto_model.summary)), audio, cls)
             return io.NodeOutput(pipeline.render_frames(avatar, motion, settings, progress), audio, "", None,
                                  motion.fps, ui=shown)
-        video = stream_video(cls, pipeline.render(avatar, motion, settings, progress), motion.fps, filename_prefix,
-                             audio)
+        video = stream_video(cls, pipeline.render(avatar, motion, settings, progress, reuse_buffers=True), motion.fps,
+                             filename_prefix, audio)
         video.ui["text"] = [*video.ui.get("text", []), *ditto_model.summary]    # what ran, and on which backend
-        return io.NodeOutput(video.last_frame, audio, video.path, None, motion.fps,
+        return io.NodeOutput(image_from_bytes(video.last_frame), audio, video.path, None, motion.fps,   # IMAGE edge
                              ui=comfy_bridge.with_audio_player(video.ui, audio, cls))
 
 

@@ -14,7 +14,7 @@ from comfy_api.latest import io, ui
 
 from ..engines.common.errors import InputError
 from ..engines.common.fingerprint import source_identity
-from ..engines.common.frames import FrameStream
+from ..engines.common.frames import FrameStream, image_from_bytes
 from ..engines.common.images import RGB, check_image_batch
 from ..engines.common.loop_modes import LEGACY_LOOP_MODES, LOOP_MODES
 from ..engines.export.paths import check_prefix
@@ -401,7 +401,7 @@ class BroadcastMuseTalkLipSync(io.ComfyNode):
             def render():      # called once by FrameStream here, then again per further pass (the nets may have moved)
                 nets, device = musetalk_model.ready_for(settings.batch_size)
                 return lipsync_chunks(nets, avatar, audio, settings, device=device,
-                                      progress=comfy_bridge.progress(1), stats=stats)
+                                      progress=comfy_bridge.progress(1), stats=stats, reuse_buffers=True)
 
             frames = FrameStream(render, frame_count(audio, settings, avatar), out_fps, "MuseTalk Lip Sync")
             return io.NodeOutput(None, audio, out_fps, "", frames, ui=comfy_bridge.with_audio_player(
@@ -417,11 +417,11 @@ class BroadcastMuseTalkLipSync(io.ComfyNode):
             return io.NodeOutput(frames, audio, out_fps, "", None,
                                  ui=comfy_bridge.with_audio_player(ui.PreviewText(text), audio, cls))
         chunks = lipsync_chunks(nets, avatar, audio, settings, device=device, progress=comfy_bridge.progress(1),
-                                stats=stats)
+                                stats=stats, reuse_buffers=True)
         video = stream_video(cls, chunks, out_fps, filename_prefix, audio)
         log.info("Broadcast MuseTalk Lip Sync: %s", stats.summary())
         video.ui["text"] = [*video.ui.get("text", []), stats.summary(), *musetalk_model.summary]
-        return io.NodeOutput(video.last_frame, audio, out_fps, video.path, None,
+        return io.NodeOutput(image_from_bytes(video.last_frame), audio, out_fps, video.path, None,   # IMAGE edge
                              ui=comfy_bridge.with_audio_player(video.ui, audio, cls))
 
 

@@ -2,6 +2,7 @@
 # Runs the benchmarks (ratios measured side by side in one run, printed; never pass/fail):
 #   bash scripts/bench.sh                 # every benchmarks/bench_*.py
 #   bash scripts/bench.sh export [args]   # one family: benchmarks/bench_export.py, extra arguments passed on
+#   bash scripts/bench.sh hostpath        # benchmarks/bench_host_path.py (the renders' byte path)
 #   bash scripts/bench.sh --quick         # every family with these arguments (smoke runs)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -11,6 +12,7 @@ export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 if [ $# -gt 0 ] && [ "${1#-}" = "$1" ]; then
   family=$1
   shift
+  [ "$family" = hostpath ] && family=host_path    # bench_host_path.py: MuseTalk's and Ditto's byte path
   files=("benchmarks/bench_$family.py")
   if [ ! -f "${files[0]}" ]; then
     echo "no benchmark for '$family'; there are: $(cd benchmarks && ls bench_*.py 2>/dev/null | sed 's/^bench_//; s/\.py$//' | tr '\n' ' ')" >&2

@@ -140,20 +140,22 @@ class DittoPipeline:
                                                                  "emotion": EMOTIONS[settings.emotion]})
 
     def render(self, avatar: Avatar, motion: MotionSequence, settings: RenderSettings,
-               progress: Optional[Progress] = None) -> Iterator[torch.Tensor]:
-        """The talking head as a generator of full-size frame chunks ``[b, H, W, 3]`` float32, in order (feed it to
-        `write_stream`, or `render_frames` for the whole clip)."""
+               progress: Optional[Progress] = None, reuse_buffers: bool = False) -> Iterator[torch.Tensor]:
+        """The talking head as a generator of full-size frame chunks ``[b, H, W, 3]`` uint8, in order (feed it to
+        `write_stream`, or `render_frames` for the whole clip as an IMAGE). `reuse_buffers`: recycled chunk buffers
+        for a consumer done with each chunk when it asks for the next (render.render)."""
         if motion.avatar_key != avatar.key:
             raise InputError("motion", "a motion sequence made for this avatar (same Ditto Avatar node output)",
                              "one made for a different avatar", "Feed the Motion and Render nodes the same avatar.")
         audio16k = motion.audio16k
         rms = None if audio16k is None else frame_rms(audio16k, len(motion.kp_driven))
         return render_chunks(self.nets, avatar, motion.source_index, motion.kp_driven, rms, settings, self.device,
-                         self.dtype, progress)
+                             self.dtype, progress, reuse_buffers)
 
     def render_frames(self, avatar: Avatar, motion: MotionSequence, settings: RenderSettings,
                       progress: Optional[Progress] = None) -> torch.Tensor:
-        """The whole clip ``[N, H, W, 3]`` float32: `render`'s chunks in one preallocated tensor."""
+        """The whole clip as a ComfyUI IMAGE ``[N, H, W, 3]`` float32 0-1: `render`'s uint8 chunks converted once,
+        into one preallocated tensor."""
         w, h = avatar.size
-        return collect_frames(self.render(avatar, motion, settings, progress), len(motion.kp_driven), (h, w, 3),
-                              torch.float32)
+        return collect_frames(self.render(avatar, motion, settings, progress, reuse_buffers=True),
+                              len(motion.kp_driven), (h, w, 3), torch.float32)

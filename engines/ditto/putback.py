@@ -1,10 +1,16 @@
-"""Putback: the rendered 512 crop blended back into the full frame through its crop affine, on the frame's device.
+"""Putback: the rendered 512 crop blended back into the frame through its crop affine, window only.
 
 Upstream warps a feathered mask and the crop into the frame with two ``cv2.warpAffine`` calls (bilinear, zero
-border) and blends ``m * render + (1 - m) * frame``. Here the same bilinear sampling is one ``grid_sample`` over a
-batch (crop and mask as four channels), restricted to the box each crop covers in its frame, so the work scales with
-the face, not with the frame. The grid is built from the stored frame->crop affine (no grids are stored): for an
-output pixel p, the crop pixel is M_o2c @ p, normalised for ``align_corners=False`` as (2x + 1) / 512 - 1.
+border) and blends ``m * render + (1 - m) * frame``. Here the same bilinear sampling is a ``grid_sample`` (crop and
+mask as four channels; over the batch in `putback`, one frame at a time in the render's `paste_crops`), restricted
+to the box each crop covers in its frame, so the work scales with the face, not with the frame. The grid is built
+from the stored frame->crop affine (no grids are stored): for an output pixel p, the crop pixel is M_o2c @ p,
+normalised for ``align_corners=False`` as (2x + 1) / 512 - 1.
+
+The render's byte path (`paste_crops`): the frames are uint8 copies of the loop frames on the host; each one's
+window (the box its crop covers) is sent to the crops' device as bytes, blended there in float and sent back as
+bytes, rounded as the export rounds a float frame; nothing else of the frame is touched or converted. `putback` is
+the same blend into float copies of whole frames.
 
 `blend` (engines/common/blend_modes.py): ``feather`` is upstream's blend above. ``reinhard`` first moves the rendered
 mouth's colours to the frame's (CIE Lab mean and spread matched over the mouth region, the posts' X 181-331, Y
@@ -22,6 +28,7 @@ import torch
 import torch.nn.functional as F
 
 from ..common import blend_modes
+from ..common.frames import store_window, window_float
 
 CROP = 512
 BLEND_MODES = blend_modes.MODES
@@ -79,9 +86,61 @@ def footprint(m_c2o: np.ndarray, width: int, height: int) -> tuple[int, int, int
     return max(0, x0), max(0, y0), min(width, x1), min(height, y1)
 
 
+def footprints(m_c2o: np.ndarray, width: int, height: int) -> list:
+    """`footprint` of each crop of a batch: the windows the putback warps and blends, in frame pixels."""
+    return [footprint(m_c2o[i], width, height) for i in range(len(m_c2o))]
+
+
+def warp_windows(crops, m_o2c: np.ndarray, boxes: list, blend: str = "feather") -> torch.Tensor:
+    """The crops (``(B, 3, S, S)`` or B tensors ``(3, S, S)``; with the feather mask, and for reinhard the mouth
+    weight) sampled at each frame window's pixels: ``(B, 4 or 5, bh, bw)`` float32 in 0..1 on the crops' device,
+    bh x bw the largest window (each frame uses the top left of its own)."""
+    b = len(crops)
+    dev = crops[0].device
+    bw = max(1, max(x1 - x0 for x0, _, x1, _ in boxes))
+    bh = max(1, max(y1 - y0 for _, y0, _, y1 in boxes))
+    # One affine per frame maps box pixel (i, j) straight to grid_sample's normalised crop coordinates: the box
+    # origin and the (2x + 1) / S - 1 normalisation are folded into it in float64, the grid itself is float32.
+    norm = np.array([[2.0 / CROP, 0, 1.0 / CROP - 1], [0, 2.0 / CROP, 1.0 / CROP - 1], [0, 0, 1]])
+    affines = np.stack([(norm @ m_o2c[i] @ np.array([[1.0, 0, x0], [0, 1, y0], [0, 0, 1]]))[:2]
+                        for i, (x0, y0, _, _) in enumerate(boxes)])
+    # grid[b, i, j] = A_b @ (j, i, 1): two broadcast sums per coordinate (a (bh*bw, 3) x (3, 2) product per frame
+    # is a GEMM of the worst shape, ~3x slower on the CPU)
+    a = torch.from_numpy(affines).to(dev, torch.float32)                                     # (B, 2, 3)
+    xs = torch.arange(bw, device=dev, dtype=torch.float32).view(1, 1, bw, 1)
+    ys = torch.arange(bh, device=dev, dtype=torch.float32).view(1, bh, 1, 1)
+    grid = (xs * a[:, None, None, :, 0] + a[:, None, None, :, 2]) + ys * a[:, None, None, :, 1]  # (B, bh, bw, 2)
+    side = crops[0].shape[-1]   # 512 at full size; the grid is in normalised units, so smaller test crops work too
+    # crops, mask (and the mouth's transfer weight for reinhard, warped the same way) as the channels of one input,
+    # each crop copied once, straight from the renderer's list
+    src = torch.empty((b, 5 if blend == "reinhard" else 4, side, side), dtype=torch.float32, device=dev)
+    for i, crop in enumerate(crops):
+        src[i, :3].copy_(crop)
+    src[:, 3].copy_(torch.from_numpy(feather_mask(side)).to(dev))
+    if blend == "reinhard":
+        src[:, 4].copy_(torch.from_numpy(mouth_weight(side)).to(dev))
+    return F.grid_sample(src, grid, mode="bilinear", padding_mode="zeros", align_corners=False).clamp_(0, 1)
+
+
+def blend_window(bg: torch.Tensor, piece: torch.Tensor, blend: str = "feather") -> torch.Tensor:
+    """One frame's window ``[3, h, w]`` (float 0..1, on the piece's device) with its warped crop `piece`
+    ``[4 or 5, h, w]`` blended in by `blend`: frame + m * (render - frame) for feather (stays in 0..1)."""
+    fg = piece[:3]
+    if blend == "poisson":
+        return blend_modes.composite(fg, bg, piece[3], "poisson")
+    if blend == "reinhard":
+        fg = blend_modes.transfer_colour(fg, bg, piece[4])
+    return torch.lerp(bg, fg, piece[3][None].expand(3, -1, -1))
+
+
+def _check_blend(blend: str) -> None:
+    if blend not in BLEND_MODES:
+        raise ValueError(f"blend must be one of {BLEND_MODES}, got {blend!r}")
+
+
 def putback(frames: torch.Tensor, crops: torch.Tensor, m_o2c: np.ndarray, m_c2o: np.ndarray,
             out: torch.Tensor | None = None, blend: str = "feather") -> torch.Tensor:
-    """Blend crops into frames.
+    """Blend crops into float copies of the frames (the IMAGE form; the render uses `paste_crops`, in place in bytes).
 
     Args:
         frames: (B, H, W, 3) float in [0, 1] or uint8, on the device to work on.
@@ -91,50 +150,49 @@ def putback(frames: torch.Tensor, crops: torch.Tensor, m_o2c: np.ndarray, m_c2o:
         blend: feather, reinhard (mouth colour transfer first) or poisson (see the module docstring).
     Returns (B, H, W, 3) float32 in [0, 1].
     """
-    if blend not in BLEND_MODES:
-        raise ValueError(f"blend must be one of {BLEND_MODES}, got {blend!r}")
+    _check_blend(blend)
     b, h, w = frames.shape[:3]
-    dev = frames.device
     if out is None:
-        out = torch.empty((b, h, w, 3), dtype=torch.float32, device=dev)
+        out = torch.empty((b, h, w, 3), dtype=torch.float32, device=frames.device)
     out.copy_(frames)
     if frames.dtype == torch.uint8:
         out.mul_(1.0 / 255.0)        # copy then scale: much faster than a mixed-dtype mul into `out`
-    boxes = [footprint(m_c2o[i], w, h) for i in range(b)]
-    bw = max(1, max(x1 - x0 for x0, _, x1, _ in boxes))
-    bh = max(1, max(y1 - y0 for _, y0, _, y1 in boxes))
-    # One affine per frame maps box pixel (i, j) straight to grid_sample's normalised crop coordinates: the box
-    # origin and the (2x + 1) / S - 1 normalisation are folded into it in float64, the grid itself is float32.
-    norm = np.array([[2.0 / CROP, 0, 1.0 / CROP - 1], [0, 2.0 / CROP, 1.0 / CROP - 1], [0, 0, 1]])
-    affines = np.stack([(norm @ m_o2c[i] @ np.array([[1.0, 0, x0], [0, 1, y0], [0, 0, 1]]))[:2]
-                        for i, (x0, y0, _, _) in enumerate(boxes)])
-    ys, xs = torch.meshgrid(torch.arange(bh, device=dev, dtype=torch.float32),
-                            torch.arange(bw, device=dev, dtype=torch.float32), indexing="ij")
-    base = torch.stack([xs, ys, torch.ones_like(xs)], dim=-1).reshape(1, -1, 3)           # (1, bh*bw, 3)
-    a = torch.from_numpy(affines).to(dev, torch.float32)                                     # (B, 2, 3)
-    grid = torch.matmul(base, a.transpose(1, 2)).reshape(b, bh, bw, 2)
-    side = crops.shape[-1]   # 512 at full size; the grid is in normalised units, so smaller test crops work too
-    mask = torch.from_numpy(feather_mask(side)).to(dev)[None, None].expand(b, 1, side, side)
-    layers = [crops.float(), mask]
-    if blend == "reinhard":      # the mouth's transfer weight rides along as a fifth channel, warped the same way
-        layers.append(torch.from_numpy(mouth_weight(side)).to(dev)[None, None].expand(b, 1, side, side))
-    src = torch.cat(layers, dim=1)
-    warped = F.grid_sample(src, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
-    warped = warped.permute(0, 2, 3, 1).contiguous().clamp_(0, 1)      # (B, bh, bw, 4 or 5)
+    boxes = footprints(m_c2o, w, h)
+    warped = warp_windows(crops, m_o2c, boxes, blend)
     for i, (x0, y0, x1, y1) in enumerate(boxes):
+        if x1 > x0 and y1 > y0:
+            region = out[i, y0:y1, x0:x1]
+            region.copy_(blend_window(region.permute(2, 0, 1), warped[i, :, : y1 - y0, : x1 - x0], blend)
+                         .permute(1, 2, 0))
+    return out
+
+
+def paste_crops(frames, crops: torch.Tensor, m_o2c: np.ndarray, m_c2o: np.ndarray, blend: str = "feather",
+                weights=None) -> None:
+    """Blend crops into `frames` in place, window only: the byte path of the render.
+
+    Args:
+        frames: B frames ``[H, W, 3]`` (a tensor ``(B, H, W, 3)`` or a sequence of views), uint8 (or float 0..1),
+            anywhere (the host): only each crop's window is read, sent to the crops' device, blended there as float
+            and written back (as bytes, rounded as the export rounds: engines/common/frames.store_window).
+        crops: (B, 3, S, S) float in [0, 1] (or B tensors (3, S, S)) on the device that computes the windows.
+        m_o2c, m_c2o: (B, 3, 3) affines (numpy float64).
+        blend: feather, reinhard or poisson.
+        weights: optional (B,) floats in 0..1 easing each composite in from the frame (silence): frame + w *
+            (composite - frame); None or 1 is the composite.
+    """
+    _check_blend(blend)
+    h, w = (int(d) for d in frames[0].shape[:2])
+    for i, (x0, y0, x1, y1) in enumerate(footprints(m_c2o, w, h)):
         if x1 <= x0 or y1 <= y0:
             continue
-        piece = warped[i, : y1 - y0, : x1 - x0]
-        region = out[i, y0:y1, x0:x1]
-        fg = piece[..., :3]
-        if blend == "poisson":
-            alpha = piece[..., 3]
-            mixed = blend_modes.composite(fg.permute(2, 0, 1), region.permute(2, 0, 1), alpha, "poisson")
-            region.copy_(mixed.permute(1, 2, 0))
-            continue
-        if blend == "reinhard":
-            fg = blend_modes.transfer_colour(fg.permute(2, 0, 1), region.permute(2, 0, 1), piece[..., 4])
-            fg = fg.permute(1, 2, 0)
-        # frame + m * (render - frame): stays in [0, 1]
-        region.lerp_(fg, piece[..., 3:4].expand(-1, -1, 3))
-    return out
+        # one frame at a time: each samples only its own window, and the temporaries (a few MB) are reused by the
+        # allocator instead of a batch's (tens of MB, fresh pages every call on the CPU)
+        warped = warp_windows(crops[i:i + 1], m_o2c[i:i + 1], [(x0, y0, x1, y1)], blend)[0]
+        region = frames[i][y0:y1, x0:x1]
+        bg = window_float(region, warped.device)
+        mixed = blend_window(bg, warped, blend)
+        wt = 1.0 if weights is None else float(weights[i])
+        if wt < 1.0:
+            mixed = bg + wt * (mixed - bg)
+        store_window(region, mixed)

@@ -6,6 +6,10 @@ frames in silence show the avatar frame, eased in and out (see cadence.py). Outp
 ``source_index[i]`` (the loop is followed by video time). Chunks come out in order as soon as they are complete, so a
 writer can encode them while the rest renders; nothing holds the whole clip unless the caller collects it. Pipelined
 (the default), the networks run in their own thread one batch ahead of putback and the caller's encoder.
+
+The byte path (engines/common/frames.py): a chunk is uint8 on the host, each frame the loop frame copied as bytes
+with the crop's window blended in place (`putback.paste_crops`): the window is computed on the networks' device and
+only its bytes cross; no full frame is ever float or sent to the device.
 """
 from __future__ import annotations
 
@@ -18,10 +22,11 @@ import torch
 
 from ..accel.stages import threaded
 from ..common.errors import InputError
+from ..common.frames import FrameRing, chunk_buffer
 from ..common.progress import Progress, ensure
 from . import cadence
 from .keypoints import source_keypoints
-from .putback import BLEND_MODES, putback
+from .putback import BLEND_MODES, paste_crops
 
 
 @dataclass(frozen=True)
@@ -81,8 +86,12 @@ def _eager(module):
 
 def render(nets, avatar, source_index: np.ndarray, kp_driven: np.ndarray, rms: Optional[np.ndarray],
            settings: RenderSettings, device: torch.device, dtype: torch.dtype = torch.float32,
-           progress: Optional[Progress] = None) -> Iterator[torch.Tensor]:
-    """Yield frame chunks (b, H, W, 3) float32 on the CPU, in order, until every frame is out."""
+           progress: Optional[Progress] = None, reuse_buffers: bool = False) -> Iterator[torch.Tensor]:
+    """Yield frame chunks (b, H, W, 3) uint8 on the CPU, in order, until every frame is out.
+
+    `reuse_buffers`: the chunks are two recycled buffers (`engines.common.frames.FrameRing`): a chunk is overwritten
+    when the one after next is made, so the consumer must be done with it when it asks for the next (the writer,
+    `collect_frames`); off, every chunk is a new tensor."""
     progress = ensure(progress)
     n = len(kp_driven)
     if not 1 <= settings.stride <= 3:
@@ -101,25 +110,25 @@ def render(nets, avatar, source_index: np.ndarray, kp_driven: np.ndarray, rms: O
     renderer = CropRenderer(nets, avatar, device, dtype)
     rendered: dict[int, torch.Tensor] = {}
     emitted = 0
+    ring = FrameRing(2) if reuse_buffers else None     # the chunk the consumer holds + the one being made
+    shape = tuple(avatar.frames.shape[1:])
 
     def emit(upto: int):
         """Put back and yield frames [emitted, upto)."""
         nonlocal emitted
         while emitted < upto:
             idx = np.arange(emitted, min(upto, emitted + settings.batch_size))
-            frames = torch.stack([avatar.frames[int(source_index[i])] for i in idx]).to(device)
+            out = chunk_buffer(ring, len(idx), shape)
+            for j, i in enumerate(idx):
+                out[j].copy_(avatar.frames[int(source_index[i])])
             active = weights[idx] > 0
-            out = frames.float() / 255.0
             if active.any():
                 sel = idx[active]
-                crops = torch.stack([_crop_for(i) for i in sel])
+                crops = [_crop_for(i) for i in sel]          # no stack: the warp copies each into its input
                 src = source_index[sel]
-                act = torch.from_numpy(active).to(device)
-                composed = putback(frames[act], crops, avatar.m_o2c[src], avatar.m_c2o[src], blend=settings.blend)
-                w = torch.from_numpy(weights[sel]).to(device).view(-1, 1, 1, 1)
-                base = out[act]
-                out[act] = base + w * (composed - base)
-            yield out.cpu()
+                paste_crops([out[j] for j in np.flatnonzero(active)], crops, avatar.m_o2c[src], avatar.m_c2o[src],
+                            settings.blend, weights[sel])
+            yield out
             progress.step(len(idx))
             emitted = int(idx[-1]) + 1
 

@@ -19,7 +19,7 @@ tracked or hashed (the node does not even ask for them). The link is written aft
 from __future__ import annotations
 
 import hashlib
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Optional
 
 import numpy as np
@@ -57,8 +57,10 @@ class Avatar:
     """A precompiled avatar loop.
 
     Attributes:
-        frames: ``[L, H, W, 3]`` the loop (the IMAGE it was built from, not a copy; on a hit by source, the cached
-            uint8 frames read as float, `engines.common.frames.ByteFrames`).
+        frames: ``[L, H, W, 3]`` the loop as uint8 (`engines.common.frames.ByteFrames`, which reads as a float
+            IMAGE): the render copies bytes from it (the byte path, lipsync.py). Built from an IMAGE, the bytes are
+            made once here (a quarter of the IMAGE's size; the IMAGE itself is not kept); on a hit by source, the
+            cached frames, memory-mapped.
         boxes: ``[L, 4]`` int64 crop boxes ``(x1, y1, x2, y2)``.
         latents: ``[L, 8, 32, 32]`` float32: masked-crop latent then reference latent, scaled by the VAE factor.
         mask: ``[256, 256]`` float32 mouth blend mask in crop pixels.
@@ -157,12 +159,12 @@ def build_avatar(nets, frames: Optional[torch.Tensor], track: Optional[FaceTrack
         raise InputError("images", "the loop's frames and face track (its cached avatar is missing or unreadable)",
                          "nothing", "Queue the workflow again: the loop will be decoded this time.")
     avatar = _build(nets, frames, track, float(fps), settings, device, cache, batch_size, progress)
+    loop = frames_to_uint8(frames)
     if source_key is not None and cache is not None and avatar.key is not None:
         n, h, w = int(frames.shape[0]), int(frames.shape[1]), int(frames.shape[2])
         source_cache.store_link(cache, CACHE_NAMESPACE, source_key, AVATAR_VERSION, avatar.key,
-                                {"frames": n, "width": w, "height": h}, {"frames": frames_to_uint8(frames)},
-                                {"fps": float(fps)})
-    return avatar
+                                {"frames": n, "width": w, "height": h}, {"frames": loop}, {"fps": float(fps)})
+    return replace(avatar, frames=ByteFrames(loop))
 
 
 def _build(nets, frames: torch.Tensor, track: FaceTrack, fps: float, settings: CropSettings,

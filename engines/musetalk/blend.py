@@ -1,7 +1,8 @@
 """Paste-back of generated mouths: the mouth-only mask, exact window resizes, and loop indexing.
 
-Frames are ComfyUI IMAGE layout ``[H, W, 3]`` float in 0..1; faces are ``[3, 256, 256]``; boxes are integer crop
-boxes ``(x1, y1, x2, y2)`` inside the frame.
+Frames are ``[H, W, 3]``: uint8 on the render path (the byte path, engines/common/frames.py: only the pasted
+window is float, and it is rounded back as the export rounds), or ComfyUI IMAGE float in 0..1; faces are
+``[3, 256, 256]``; boxes are integer crop boxes ``(x1, y1, x2, y2)`` inside the frame.
 
 Why a mouth-only mask: the avatar's face crop follows the head, but a patch generated for one frame is pasted onto
 that same frame only if the frame index follows video time. Even then a full-crop blend repaints nose and jaw from
@@ -20,6 +21,7 @@ from typing import Optional
 import torch
 
 from ..common import blend_modes
+from ..common.frames import store_window, window_float
 from ..common.loop_modes import loop_index
 
 CROP = 256
@@ -214,18 +216,25 @@ class MouthPaster:
                 c0, c1 = min(c0, p.src_cols[0]), max(c1, p.src_cols[1])
         return (r0, r1, c0, c1) if r1 > r0 and c1 > c0 else (0, 0, 0, 0)
 
-    def paste(self, frame: torch.Tensor, face: torch.Tensor, box) -> None:
-        """Blend `face` ``[3, 256, 256]`` into `frame` ``[H, W, 3]`` in place at `box` ``(x1, y1, x2, y2)``."""
+    def paste(self, frame: torch.Tensor, face: torch.Tensor, box, device=None, vae_range: bool = False) -> None:
+        """Blend `face` ``[3, 256, 256]`` (0..1; with `vae_range`, straight from the VAE, -1..1, brought to 0..1 as
+        ``x / 2 + 0.5`` clamped, on the window only) into `frame` ``[H, W, 3]`` (uint8 or float 0..1) in place at
+        `box` ``(x1, y1, x2, y2)``.
+
+        The window is computed on `device` (default: the face's, i.e. where the VAE decoded it): a frame elsewhere
+        (the host) sends only its window there and gets the blended window back, as bytes for a uint8 frame.
+        """
         x1, y1, x2, y2 = (int(v) for v in box)
-        p = self.plan(y2 - y1, x2 - x1, frame.device)
+        dev = face.device if device is None else torch.device(device)
+        p = self.plan(y2 - y1, x2 - x1, dev)
         if p is None:
             return
         (a0, a1), (b0, b1), (s0, s1), (t0, t1) = p.rows, p.cols, p.src_rows, p.src_cols
-        src = face[:, s0:s1, t0:t1].to(frame.device, torch.float32).clamp(0, 1)
+        src = face[:, s0:s1, t0:t1].to(dev, torch.float32)
+        src = (src / 2 + 0.5).clamp_(0, 1) if vae_range else src.clamp(0, 1)
         fg = torch.matmul(torch.matmul(p.ry, src), p.rx.T)                     # [3, hs, ws]
         region = frame[y1 + a0:y1 + a1, x1 + b0:x1 + b1]
-        bg = region.permute(2, 0, 1).to(torch.float32)
-        region.copy_(blend_modes.composite(fg, bg, p.alpha, self.mode).permute(1, 2, 0))
+        store_window(region, blend_modes.composite(fg, window_float(region, dev), p.alpha, self.mode))
 
 
 def paste_face(frame: torch.Tensor, face: torch.Tensor, mask: torch.Tensor, box) -> None:

@@ -5,7 +5,10 @@ Stages, streamed in batches so a long clip never needs every latent or decoded f
 2. keyframes (every `stride`-th frame and the last): one gather of their audio windows ``[B, 50, 384]`` + the
    positional encoding, the loop frame's 8-channel latent chosen by video time, one UNet step at timestep 0;
 3. frames between keyframes: SLERP of the keyframe latents (cadence);
-4. VAE decode in batches, then paste-back of the mouth onto the loop frame at its crop box (blend).
+4. VAE decode in batches, then paste-back of the mouth onto the loop frame at its crop box (blend). The byte path
+   (engines/common/frames.py): each output frame is the uint8 loop frame copied, with the mouth window blended in
+   place; only that window is float, computed where the faces were decoded (only its bytes cross to the host), and
+   rounded as the export rounds. The chunks are uint8; `lipsync` (the IMAGE edge) turns them into float once.
 With the viseme cache on (viseme.py), a keyframe whose audio window repeats reuses the mouth made for the first one
 (its latent and its decoded mouth window): no UNet row and no VAE decode; only the misses fill the batches.
 Every network call runs at a fixed batch size: a short last batch is padded with copies of its last item and the
@@ -24,7 +27,7 @@ import torch
 from ..accel.stages import threaded, timing
 from ..common.blend_modes import MODES as BLEND_MODES
 from ..common.errors import InputError
-from ..common.frames import collect_frames
+from ..common.frames import FrameRing, chunk_buffer, collect_frames, frame_bytes
 from ..common.loop_modes import loop_mode_name
 from ..common.progress import Progress, ensure
 from .audio_features import (TOKENS, WINDOW_STEPS, encode_audio, pad_features, positional_encoding, prepare_audio,
@@ -232,7 +235,8 @@ def _reused(mark) -> bool:
 
 def _decoded(nets, items: Iterable[tuple], batch: int, out_device, times,
              window: tuple = (0, 0, 0, 0), stats: Optional["LipSyncStats"] = None) -> Iterator[tuple]:
-    """Stage 4a: VAE decode in fixed batches -> (frame ids, faces [k, 3, 256, 256] in [0, 1], keys done).
+    """Stage 4a: VAE decode in fixed batches -> (frame ids, faces [k, 3, 256, 256] as the VAE gives them (-1..1),
+    keys done).
 
     A keyframe the viseme cache reused is not decoded: its face is the cached window (`window`, the crop rows and
     columns the paste-back reads) of the face decoded for the keyframe that made it, which precedes it; a keyframe
@@ -253,7 +257,7 @@ def _decoded(nets, items: Iterable[tuple], batch: int, out_device, times,
             faces = None
             if need:
                 faces = run_padded(decode, batch, torch.stack([lats[j] for j in need]).to(nets.vae.device))
-                faces = (faces.float() / 2 + 0.5).clamp(0, 1).to(out_device)
+                faces = faces.to(out_device)     # as decoded (-1..1): the paste brings its window, only, to 0..1
                 if stats is not None:
                     stats.decoded_frames += len(need)
                     stats.vae_calls += 1
@@ -289,18 +293,26 @@ def _decoded(nets, items: Iterable[tuple], batch: int, out_device, times,
         yield take(min(count, batch))
 
 
+PASTE_DEPTH = 2    # chunks the threaded paste stage may finish ahead of its consumer (engines/accel/stages.threaded)
+
+
 def _pasted(avatar: Avatar, src, items: Iterable[tuple], times, blend: str = "feather",
-            stats: Optional["LipSyncStats"] = None) -> Iterator[tuple]:
-    """Stage 4b: each face pasted onto its loop frame -> (frame count, frames [k, H, W, 3], keys done)."""
+            stats: Optional["LipSyncStats"] = None, ring: Optional[FrameRing] = None) -> Iterator[tuple]:
+    """Stage 4b: each face pasted onto its loop frame -> (frame count, uint8 frames [k, H, W, 3], keys done).
+
+    The loop frame is copied as bytes and the mouth window blended into the copy in place, on the faces' device
+    (`MouthPaster.paste`); with a `ring` the chunks are its reused buffers."""
     paster = MouthPaster(avatar.mask, blend)
     frames = avatar.frames
+    shape = tuple(frames.shape[1:])
+    boxes = avatar.boxes.tolist()
     for fr, faces, nkeys in items:
         with timing(times, "paste"):
-            out = torch.empty((len(fr), *frames.shape[1:]), dtype=frames.dtype, device=frames.device)
+            out = chunk_buffer(ring, len(fr), shape)
             for j, f in enumerate(fr.tolist()):
                 s = int(src[f])
-                out[j].copy_(frames[s])
-                paster.paste(out[j], faces[j], avatar.boxes[s].tolist())
+                out[j].copy_(frame_bytes(frames, s))
+                paster.paste(out[j], faces[j], boxes[s], vae_range=True)
         if stats is not None:
             stats.frames += len(fr)
         yield len(fr), out, nkeys
@@ -314,9 +326,15 @@ def frame_count(audio: Any, settings: LipSyncSettings, avatar: Avatar) -> int:
 @torch.no_grad()   # torch applies it around each resume of the generator, not across the caller's code
 def lipsync_chunks(nets, avatar: Avatar, audio: Any, settings: LipSyncSettings = LipSyncSettings(),
                    device: Optional[torch.device] = None, progress: Optional[Progress] = None,
-                   stats: Optional[LipSyncStats] = None, stage_times: Optional[dict] = None) -> Iterator[torch.Tensor]:
-    """Render the lip-synced clip as a generator of frame chunks ``[b, H, W, 3]``, in order, ``floor(duration ·
-    fps)`` frames in all: only a bounded number of batches exists at a time (feed it to `write_stream`).
+                   stats: Optional[LipSyncStats] = None, stage_times: Optional[dict] = None,
+                   reuse_buffers: bool = False) -> Iterator[torch.Tensor]:
+    """Render the lip-synced clip as a generator of uint8 frame chunks ``[b, H, W, 3]`` (on the CPU), in order,
+    ``floor(duration · fps)`` frames in all: only a bounded number of batches exists at a time (feed it to
+    `write_stream`).
+
+    `reuse_buffers`: the chunks are a few recycled buffers (`engines.common.frames.FrameRing`), each overwritten a
+    few chunks later: for a consumer done with a chunk when it asks for the next (the writer, `collect_frames`);
+    off, every chunk is a new tensor the caller may keep.
 
     `device`: None = where the UNet's weights are. ``settings.pipelined``: the UNet, VAE-decode and paste-back stages
     run overlapped (engines/accel/stages.py) while the caller consumes chunks; same frames either way.
@@ -349,8 +367,12 @@ def lipsync_chunks(nets, avatar: Avatar, audio: Any, settings: LipSyncSettings =
     stage = threaded if settings.pipelined else (lambda it, **_: it)
     chain = stage(_keyframes(nets, avatar, padded, keys, src, fps, batch, device, dtype, stage_times, stats, cache),
                   name="unet")
-    chain = stage(_decoded(nets, chain, batch, avatar.frames.device, stage_times, window, stats), name="vae")
-    chain = stage(_pasted(avatar, src, chain, stage_times, settings.blend, stats), name="paste")
+    # Faces stay where the VAE decoded them: the paste computes each mouth window there and only bytes come back.
+    chain = stage(_decoded(nets, chain, batch, device, stage_times, window, stats), name="vae")
+    # the chunks a threaded paste stage holds ahead (pipelined), the one being written and the consumer's
+    ring = FrameRing((PASTE_DEPTH if settings.pipelined else 0) + 2) if reuse_buffers else None
+    chain = stage(_pasted(avatar, src, chain, stage_times, settings.blend, stats, ring), name="paste",
+                  depth=PASTE_DEPTH)
     try:
         for count, chunk, nkeys in chain:
             progress.step(count + nkeys)       # on the caller's thread (ComfyUI's bar and cancel check)
@@ -366,8 +388,8 @@ def lipsync_chunks(nets, avatar: Avatar, audio: Any, settings: LipSyncSettings =
 def lipsync(nets, avatar: Avatar, audio: Any, settings: LipSyncSettings = LipSyncSettings(),
             device: Optional[torch.device] = None, progress: Optional[Progress] = None,
             stats: Optional[LipSyncStats] = None) -> torch.Tensor:
-    """The whole lip-synced clip ``[N, H, W, 3]``, the chunks of `lipsync_chunks` written into one preallocated
-    tensor."""
+    """The whole lip-synced clip as a ComfyUI IMAGE ``[N, H, W, 3]`` float32 0-1: the uint8 chunks of
+    `lipsync_chunks` converted once, into one preallocated tensor."""
     n = frame_count(audio, settings, avatar)
-    return collect_frames(lipsync_chunks(nets, avatar, audio, settings, device, progress, stats), n,
-                          tuple(avatar.frames.shape[1:]), avatar.frames.dtype)
+    return collect_frames(lipsync_chunks(nets, avatar, audio, settings, device, progress, stats, reuse_buffers=True),
+                          n, tuple(avatar.frames.shape[1:]), torch.float32)

@@ -75,7 +75,7 @@ def test_musetalk_pipelined_and_sequential_render_the_same_frames(mt_fp32):
     times = {}
     chunks = list(lipsync_chunks(nets, avatar, speech_like(0.6), LipSyncSettings(batch_size=4, pipelined=False),
                                  stage_times=times))
-    assert torch.equal(torch.cat(chunks), frames)
+    assert torch.equal(torch.cat(chunks).float() / 255, frames)      # uint8 chunks; `lipsync` is their IMAGE
     assert set(times) == {"audio", "unet", "vae", "paste"}
 
 
@@ -163,7 +163,7 @@ def _dt_chain(pipeline, seconds=1.0):
     wav, _ = to_mono(speech(seconds), 16000)
     feats = pipeline.audio_features(wav, None)
     motion = pipeline.motion(avatar, feats, MotionSettings(steps=4, seed=3, overlap=5), DriveSettings(), wav)
-    frames = torch.cat(list(pipeline.render(avatar, motion, RenderSettings(batch_size=4))))
+    frames = torch.cat(list(pipeline.render(avatar, motion, RenderSettings(batch_size=4)))).float() / 255   # bytes
     return motion, frames
 
 
@@ -178,7 +178,7 @@ def test_ditto_pipelined_and_sequential_render_the_same_frames(dt_dir, dt_fp32):
     motion = dt_fp32[0]
     motion.avatar_key = avatar.key
     frames = torch.cat(list(pipeline.render(avatar, motion, RenderSettings(batch_size=4, pipelined=False))))
-    assert torch.equal(frames, dt_fp32[1])
+    assert torch.equal(frames.float() / 255, dt_fp32[1])
 
 
 @pytest.mark.parametrize("cast_weights", [False, True])

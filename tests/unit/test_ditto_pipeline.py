@@ -55,8 +55,8 @@ def test_chain_renders_full_frames_deterministically(pipeline, tmp_path):
     chunks = list(pipeline.render(avatar, m1, ditto_render.RenderSettings(batch_size=4, stride=2)))
     assert sum(map(len, chunks)) == 33 and max(map(len, chunks)) <= 4   # in order, at most one batch at a time
     frames = torch.cat(chunks)
-    assert frames.shape == (33, 160, 128, 3) and frames.dtype == torch.float32
-    assert 0.0 <= frames.min() and frames.max() <= 1.0
+    assert frames.shape == (33, 160, 128, 3) and frames.dtype == torch.uint8     # the byte path: bytes to the encoder
+    frames = frames.float() / 255
     # the face region changed, the corners (outside the crop) are the portrait's own pixels
     src = portrait()[0]
     torch.testing.assert_close(frames[:, 0, 0], src[0, 0].expand(33, 3), atol=1 / 255, rtol=0)
