@@ -8,7 +8,7 @@ lip-synced frames as they go into Export Video (core Save Image, 8-bit PNG; both
 the streamed MP4 is checked to show the frames of that batch MP4. On those:
 - the MP4 lasts as long as the mastered speech (within one frame) and its audio is that speech (correlation);
 - every pixel outside the mouth crop of a fixed face box equals the loop frame it came from, and the loop frame is
-  chosen by video time (ping-pong or wrap), for a script that outlasts the loop and one that ends inside it;
+  chosen by video time (mirror, upstream's cycle, or wrap), for a script that outlasts the loop and one that ends inside it;
 - Broadcast QC's verdict on the file is in the history as the batch runner's ledger records it, every check
   reported, the checks any broadcast must pass passed (`tests/fixtures/broadcast.check_qc`).
 (The editor run and the `comfy run` run of the same files are in test_workflows_browser / _comfy_cli.)
@@ -35,14 +35,16 @@ def _png_frames(comfy, entry, node_id):
 
 
 def _loop_index(i: int, n_loop: int, mode: str) -> int:
-    if mode == "wrap" or n_loop == 1:
+    """Upstream MuseTalk's cycle (scripts/realtime_inference.py: ``frame_list + frame_list[::-1]``, indexed modulo
+    its length) for the shipped mirror, or restarting for wrap; the output runs at the loop's rate here."""
+    if mode == "wrap":
         return i % n_loop
-    period = 2 * n_loop - 2
-    k = i % period
-    return k if k < n_loop else period - k
+    assert mode == "mirror", mode
+    cycle = list(range(n_loop)) + list(range(n_loop))[::-1]
+    return cycle[i % len(cycle)]
 
 
-def _run_musetalk(comfy, tag, script=None, loop_mode="ping-pong", loop_frames=None, batch=False):
+def _run_musetalk(comfy, tag, script=None, loop_mode="mirror", loop_frames=None, batch=False):
     prompt, _ = load_workflow(shipped_api_twin("broadcast_musetalk"))
     info = comfy.object_info()
     overrides = case_for("broadcast_musetalk").prepare(comfy)
@@ -51,7 +53,7 @@ def _run_musetalk(comfy, tag, script=None, loop_mode="ping-pong", loop_frames=No
             comfy.input_dir, f"broadcast_presenter_{loop_frames}.mp4", frames=loop_frames)
     # The first run is exactly the case's graph (plus the taps), so the editor's and comfy-cli's runs of the same
     # file later in the session are served from ComfyUI's cache; the others vary the script, loop and mode.
-    if loop_mode != "ping-pong":
+    if loop_mode != "mirror":
         overrides["MuseTalk Lip Sync.loop_mode"] = loop_mode
     if script is not None:
         overrides["News Script.text"] = script
@@ -108,12 +110,12 @@ def _check_mouth_only(comfy, entry, loop_mode):
     return len(out), len(loop)
 
 
-def test_musetalk_broadcast_longer_than_the_loop_ping_pong(comfy):
+def test_musetalk_broadcast_longer_than_the_loop_mirrors(comfy):
     streamed = _run_musetalk(comfy, "long")
     broadcast.check_output(comfy, streamed)
     entry = _run_musetalk(comfy, "long_batch", batch=True)
     broadcast.check_output(comfy, entry)
-    n_out, n_loop = _check_mouth_only(comfy, entry, "ping-pong")
+    n_out, n_loop = _check_mouth_only(comfy, entry, "mirror")
     assert n_out > n_loop, f"the default script ({n_out} frames) should outlast the {n_loop}-frame loop"
     _same_picture(comfy, streamed, entry)
 
