@@ -28,3 +28,13 @@ def test_ping_pong_is_not_upstreams_cycle_and_turns_on_the_end_frame():
     assert got != _upstream_cycle_index(12, 4)
     assert got[:8] == [0, 1, 2, 3, 2, 1, 0, 1]     # each end frame once: period 2L - 2
 
+
+
+def test_a_saved_ditto_ping_pong_still_shows_the_end_frames_twice():
+    """Ditto's ping-pong always held its end frames (upstream Ditto mirrors its source video): a workflow saved with
+    it keeps that sequence, now named mirror; wrap is unchanged."""
+    from engines.ditto.keypoints import source_index
+
+    assert source_index(9, 3, "ping-pong").tolist() == source_index(9, 3, "mirror").tolist() \
+        == [0, 1, 2, 2, 1, 0, 0, 1, 2]
+    assert source_index(5, 3, "wrap").tolist() == [0, 1, 2, 0, 1]
