@@ -10,10 +10,17 @@ decode of every frame still dominates); benchmarks/gpu_musetalk.py measures the 
    mouth-region PSNR of each against dense;
 4. avatar: loading the precompiled avatar from the cache (memory-mapped) against computing it again;
 5. viseme cache on a looped script (the same 30 s read twice): keyframes reused, UNet rows and VAE decodes
-   skipped, CPU time against no cache, the exact mode checked bit-identical, the mouth PSNR of the SimHash modes.
+   skipped, CPU time against no cache, the exact mode checked bit-identical, the mouth PSNR of the SimHash modes;
+6. shipped settings on speech the pack did not make (`--speech`): the Lip Sync settings of the shipped
+   workflows/api/musetalk_lipsync.api.json (adaptive cadence, viseme cache) on espeak-ng readings of a news script
+   (tests/fixtures/espeak_speech.py: English and Spanish, four voices, 130/175/220 words a minute, pauses): frames
+   skipped by the cadence, keyframes reused by the cache, per reading and their spread (counted from the
+   pipeline's keyframe choice and cache; one reading is rendered to confirm the counts), and that reading's mouth
+   PSNR against dense rendering (stride 1, no cache).
 
     python benchmarks/bench_musetalk.py            # a few minutes on 2 shared cores
     python benchmarks/bench_musetalk.py --quick    # a smoke run
+    python benchmarks/bench_musetalk.py --speech   # only 6 (a few minutes on 2 shared cores)
 
 Ratios are speed ratios (baseline time / our time) in CPU time of this process: above 1 means faster than the
 baseline; "fps" is frames per CPU second.
@@ -156,9 +163,9 @@ def bench_pipeline(seconds: float, loop_frames: int, repeats: int, quick: bool =
     bench_viseme(nets, 1.0 if quick else 5.0)
 
 
-def mouth_region(avatar, n: int, fps: float) -> torch.Tensor:
+def mouth_region(avatar, n: int, fps: float, loop_mode: str = "wrap") -> torch.Tensor:
     """``[N, H, W, 3]`` bool: the pixels the mouth paste can touch in each output frame."""
-    src = source_indices(n, fps, avatar.fps, len(avatar), "wrap")
+    src = source_indices(n, fps, avatar.fps, len(avatar), loop_mode)
     paster, region = MouthPaster(avatar.mask), torch.zeros(n, *avatar.frames.shape[1:])
     for k in range(n):
         paster.paste(region[k], torch.ones(3, 256, 256), avatar.boxes[int(src[k])].tolist())
@@ -245,11 +252,108 @@ def bench_viseme(nets, fps: float) -> None:
               f"{100 * (1 - elapsed / base_t):.0f} % time saved; {quality}")
 
 
+def shipped_lipsync_settings() -> LipSyncSettings:
+    """The Lip Sync node's settings in the shipped workflows/api/musetalk_lipsync.api.json (read, not restated)."""
+    import json
+
+    prompt = json.loads((REPO / "workflows" / "api" / "musetalk_lipsync.api.json").read_text(encoding="utf-8"))
+    (node,) = [n for n in prompt.values() if n["class_type"] == "BroadcastMuseTalkLipSync"]
+    v = node["inputs"]
+    return LipSyncSettings(batch_size=v["batch_size"], stride=v["stride"], loop_mode=v["loop_mode"],
+                           blend=v["blend"], stride_mode=v["stride_mode"], max_stride=v["max_stride"],
+                           velocity_threshold=v["velocity_threshold"], viseme_threshold=v["viseme_threshold"],
+                           viseme_cache_size=v["viseme_cache_size"])
+
+
+def _spread(values) -> str:
+    v = np.asarray(values, np.float64)
+    return f"median {np.median(v):.1f} [{v.min():.1f}-{v.max():.1f}]"
+
+
+def planned_counts(padded: torch.Tensor, n: int, fps: float, settings: LipSyncSettings) -> tuple[int, int]:
+    """(keyframes, keyframes the viseme cache reuses) for a clip, without rendering it: the keyframes the pipeline
+    chooses (`lipsync.choose_keyframes`) looked up in a `VisemeCache` in order, as the pipeline does (fuzzy keys:
+    the SimHash bits of each frame's window). `bench_speech` checks this against a full render."""
+    from engines.musetalk.lipsync import choose_keyframes
+    from engines.musetalk.viseme import CachedMouth, VisemeCache, simhash
+
+    keys = choose_keyframes(padded, n, fps, settings).tolist()
+    if settings.viseme_threshold <= 0:
+        raise ValueError("planned_counts counts fuzzy (SimHash) viseme keys only")
+    cache, bits, hits = VisemeCache(settings.viseme_threshold, settings.viseme_cache_size), \
+        simhash(window_means(padded, n, fps)), 0
+    for f in keys:
+        if cache.lookup(bits[f]) is not None:
+            hits += 1
+        else:
+            cache.insert(bits[f], CachedMouth(frame=f))
+    return len(keys), hits
+
+
+def bench_speech(quick: bool) -> None:
+    """Section 6: the shipped settings on espeak-ng speech (see the module docstring). Every reading's keyframes
+    and cache hits are counted by `planned_counts`; one reading (English, 175 wpm) is also rendered at the shipped
+    settings, whose counts must equal the plan's, and densely (stride 1, no cache) for the mouth PSNR."""
+    from dataclasses import replace
+
+    from engines.musetalk.audio_features import pad_features
+    from tests.fixtures import espeak_speech
+
+    if not espeak_speech.available():
+        print("shipped settings on espeak-ng speech: skipped (espeak-ng is not installed; scripts/env.sh installs it)")
+        return
+    work = Path(tempfile.mkdtemp(prefix="bench-musetalk-speech-"))
+    atexit.register(shutil.rmtree, work, True)
+    nets = load_musetalk(build_tiny_musetalk(work / "tiny"))
+    shipped = shipped_lipsync_settings()
+    readings = espeak_speech.CORPUS if not quick else espeak_speech.CORPUS[1::6]
+    print(f"shipped Lip Sync settings (musetalk_lipsync.api.json: {shipped.stride_mode} stride {shipped.stride}-"
+          f"{shipped.max_stride} at velocity {shipped.velocity_threshold}, viseme Hamming <= "
+          f"{shipped.viseme_threshold}, cache {shipped.viseme_cache_size}) on espeak-ng readings, 25 fps, tiny "
+          "random networks (the tiny Whisper's features, not whisper-tiny's):")
+    skipped, reused, rendered = [], [], False
+    for reading in readings:
+        audio = espeak_speech.audio_dict(reading)
+        samples, n = prepare_audio(audio, 25.0)
+        feats = encode_audio(nets.whisper, nets.feature_extractor, samples, torch.device("cpu"), torch.float32)
+        padded = pad_features(feats, n, 25.0)
+        velocity = window_velocity(window_means(padded, n, 25.0))
+        keys, hits = planned_counts(padded, n, 25.0, shipped)
+        skip, reuse = 100.0 * (1 - keys / n), 100.0 * hits / keys
+        skipped.append(skip)
+        reused.append(reuse)
+        line = (f"  {reading.language} {reading.name:16s} {n:4d} frames ({n / 25:.1f} s): {keys:4d} keyframes "
+                f"({skip:.1f} % of frames skipped), {hits} reused ({reuse:.1f} %); window velocity median "
+                f"{float(velocity.median()):.3f}, "
+                f"{100.0 * float((velocity < shipped.velocity_threshold).float().mean()):.1f} % of frames below "
+                f"{shipped.velocity_threshold}")
+        if not rendered and reading.language == "en" and reading.speed == 175:
+            rendered = True
+            frames, _ = astronaut_loop(8)
+            avatar = build_avatar(nets, frames, track_faces(frames, HaarDetector(), every=5, proxy_size=384), 25.0)
+            stats = LipSyncStats()
+            out = lipsync(nets, avatar, audio, shipped, stats=stats)
+            assert (stats.keyframes, stats.viseme_hits, stats.frames) == (keys, hits, n), \
+                f"the plan ({keys}, {hits}, {n}) differs from the render ({stats.keyframes}, {stats.viseme_hits})"
+            dense = lipsync(nets, avatar, audio, replace(shipped, stride=1, stride_mode="fixed", viseme_threshold=-1))
+            psnr = mouth_psnr(out, dense, mouth_region(avatar, n, 25.0, shipped.loop_mode))
+            line += (f"; rendered: {stats.unet_frames} UNet rows, the plan's counts confirmed, mouth PSNR vs dense "
+                     f"(stride 1, no cache) {psnr:.2f} dB")
+            del out, dense
+        print(line, flush=True)
+    print(f"  over {len(readings)} readings: frames skipped {_spread(skipped)} %, keyframes reused "
+          f"{_spread(reused)} %")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, one repeat (a smoke run)")
+    parser.add_argument("--speech", action="store_true", help="only the shipped settings on espeak-ng speech")
     args = parser.parse_args()
     torch.set_grad_enabled(False)
+    if args.speech:
+        bench_speech(args.quick)
+        return
     repeats = 1 if args.quick else 3
     threads = torch.get_num_threads()
     print(f"torch {torch.__version__}; windowing and paste-back on 1 thread (both sides), networks on {threads}")
@@ -263,6 +367,7 @@ def main() -> None:
     bench_paste(8 if args.quick else 25, repeats)
     torch.set_num_threads(threads)
     bench_pipeline(0.4 if args.quick else 1.6, 4 if args.quick else 8, 1 if args.quick else 2, args.quick)
+    bench_speech(args.quick)
 
 
 if __name__ == "__main__":

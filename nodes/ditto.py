@@ -15,7 +15,7 @@ from ..engines.common.audio import make_audio, to_mono
 from ..engines.common.errors import InputError
 from ..engines.common.frames import FrameStream, image_from_bytes
 from ..engines.common.images import check_image_batch
-from ..engines.common.loop_modes import LEGACY_LOOP_MODES, LOOP_MODES
+from ..engines.common.loop_modes import DITTO_LEGACY_LOOP_MODES, DITTO_LOOP_MODES
 from ..engines.ditto.audio_features import SAMPLE_RATE, check_length
 from ..engines.ditto.keypoints import DriveSettings
 from ..engines.ditto.living import LivingSettings
@@ -241,10 +241,11 @@ class BroadcastDittoMotion(io.ComfyNode):
                 io.Int.Input("pose_smoothing", default=0, min=0, max=51,
                              tooltip="Savitzky-Golay window (frames) on head pose and translation only; 0 = off "
                                      "(upstream's own mean smoothing always runs)."),
-                io.Combo.Input("loop_mode", options=list(LOOP_MODES), default="ping-pong",
-                               tooltip="When the speech outlasts a loop avatar: ping-pong plays it forward then "
+                io.Combo.Input("loop_mode", options=list(DITTO_LOOP_MODES), default="mirror",
+                               tooltip="When the speech outlasts a loop avatar: mirror plays it forward then "
                                        "backward (each end frame shown twice, as upstream), so a loop that ends "
-                                       "elsewhere than it starts never jumps; wrap restarts it at the first frame."),
+                                       "elsewhere than it starts never jumps; wrap restarts it at the first frame. "
+                                       "A saved ping-pong loads as mirror (what it always did here)."),
                 io.Float.Input("blinks_per_minute", default=17.0, min=2.0, max=60.0, step=0.5, optional=True,
                                tooltip="Mean blink rate of natural blinks (people: 15-20 a minute)."),
                 io.Boolean.Input("saccades", default=False, optional=True,
@@ -266,7 +267,7 @@ class BroadcastDittoMotion(io.ComfyNode):
     def validate_inputs(cls, steps_preset=None, emotion=None, drive_eyes=None, blinks=None, loop_mode=None):
         return validate(("steps_preset", steps_preset, STEP_PRESETS), ("emotion", emotion, EMOTIONS),
                         ("drive_eyes", drive_eyes, TRI_STATE), ("blinks", blinks, BLINKS),
-                        ("loop_mode", loop_mode, LOOP_MODES, LEGACY_LOOP_MODES))
+                        ("loop_mode", loop_mode, DITTO_LOOP_MODES, DITTO_LEGACY_LOOP_MODES))
 
     @classmethod
     def execute(cls, ditto_model, avatar, audio_features, steps_preset, custom_steps, seed, emotion, drive_eyes,

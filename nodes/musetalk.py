@@ -321,10 +321,12 @@ class BroadcastMuseTalkLipSync(io.ComfyNode):
                                      "fast articulation."),
                 io.Float.Input("fps", default=0.0, min=0.0, max=120.0, step=0.001,
                                tooltip="Output frame rate; 0 = the avatar's."),
-                io.Combo.Input("loop_mode", options=list(LOOP_MODES), default="wrap",
-                               tooltip="When the speech outlasts the avatar loop: wrap restarts it at the first frame "
-                                       "(for a seamless loop); ping-pong plays it forward then backward, so a loop "
-                                       "that ends elsewhere than it starts never jumps."),
+                io.Combo.Input("loop_mode", options=list(LOOP_MODES), default="mirror",
+                               tooltip="When the speech outlasts the avatar loop: mirror plays it forward then "
+                                       "backward, each end frame shown twice (upstream MuseTalk's cycle, the loop "
+                                       "then the loop reversed); ping-pong turns on the end frame instead (no "
+                                       "frame held at the turn); both never jump for a loop that ends elsewhere "
+                                       "than it starts. wrap restarts at the first frame (for a seamless loop)."),
                 io.Boolean.Input("stream_to_file", default=False,
                                  tooltip="Encode frames (with the speech) to an MP4 in the output folder as they are "
                                          "rendered, so a long clip never exists whole in memory; the images output "

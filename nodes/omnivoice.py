@@ -256,7 +256,7 @@ class BroadcastOmniVoiceSpeak(io.ComfyNode):
 
 
 class BroadcastVoiceMorph(io.ComfyNode):
-    """Two voice prompts -> a voice between them, usable and savable like any voice prompt."""
+    """Two voice prompts -> one prompt mixing their recordings frame by frame, usable and savable like any voice."""
 
     @classmethod
     def define_schema(cls):
@@ -264,14 +264,20 @@ class BroadcastVoiceMorph(io.ComfyNode):
             node_id="BroadcastVoiceMorph",
             display_name="Broadcast Voice Morph",
             category=f"{CATEGORY}/omnivoice",
-            description="Blend two voices with a weight: weight x A + (1 - weight) x B (B stretched to A's length) in "
-                        "the audio tokenizer's latent space, quantised back into a voice prompt with A's transcript.",
+            description="Mix two voice prompts' recordings frame by frame: weight x A + (1 - weight) x B (B's "
+                        "recording stretched to A's length) in the audio tokenizer's latent space, quantised back "
+                        "into a prompt with A's transcript. Both utterances' content is overlaid in it (B's words "
+                        "included), so it is not a voice halfway between A and B; whether the cloned voice sounds "
+                        "between them has not been measured. Closest to a blend of voices when A and B read the "
+                        "same text at the same pace.",
             inputs=[
                 types.OmniVoiceModel.Input("omnivoice_model", tooltip="The model whose tokenizer made both voices."),
                 types.VoicePrompt.Input("voice_a", tooltip="The first voice (its timing and transcript are kept)."),
                 types.VoicePrompt.Input("voice_b", tooltip="The second voice."),
                 io.Float.Input("weight", default=0.5, min=0.0, max=1.0, step=0.05,
-                               tooltip="Share of voice A: 1 is A unchanged, 0 is B unchanged, 0.7 a 70/30 blend."),
+                               tooltip="Share of A's recording in each frame of the mix: 1 is A unchanged, 0 is B "
+                                       "unchanged, 0.7 mixes 70 % of A's frame with 30 % of B's frame at the same "
+                                       "relative time (content included, not the voice alone)."),
                 io.String.Input("save_as", default="",
                                 tooltip="Save the blend as models/omnivoice_voices/<name>.safetensors, like any "
                                         "voice. Empty: do not save."),

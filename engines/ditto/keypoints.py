@@ -14,7 +14,7 @@ from typing import Optional
 
 import numpy as np
 
-from ..common.loop_modes import loop_index
+from ..common.loop_modes import DITTO_LEGACY_LOOP_MODES, DITTO_LOOP_MODES, loop_index, loop_mode_name
 from . import head_lock as hl
 from . import living as lv
 
@@ -87,7 +87,7 @@ class DriveSettings:
     delta_roll: float = 0.0
     blink_open_frames: int = -1              # -1 no template blinks, 0 random gaps, >0 fixed gap (frames)
     relative: bool = True
-    loop_mode: str = "ping-pong"             # engines.common.loop_modes: "ping-pong" (upstream's mirror) or "wrap"
+    loop_mode: str = "mirror"                # loop_modes.DITTO_LOOP_MODES: "mirror" (upstream's) or "wrap"
     seed: int = 0
     living: Optional[lv.LivingSettings] = None  # natural blinks / saccades instead of the template schedule
     head_lock: bool = False                  # no head rotation from the motion (see head_lock.py)
@@ -95,8 +95,9 @@ class DriveSettings:
 
 
 def source_index(n_out: int, n_src: int, loop_mode: str) -> np.ndarray:
-    """Avatar frame per output frame; Ditto's ping-pong shows each end frame twice, as upstream's mirror does."""
-    return loop_index(np.arange(n_out), n_src, loop_mode, hold_ends=True)
+    """Avatar frame per output frame (a saved Ditto ``ping-pong`` is ``mirror``: it always held the end frames)."""
+    mode = loop_mode_name(loop_mode, modes=DITTO_LOOP_MODES, legacy=DITTO_LEGACY_LOOP_MODES)
+    return loop_index(np.arange(n_out), n_src, mode)
 
 
 def driven_keypoints(motion: np.ndarray, info: dict, settings: DriveSettings,

@@ -32,8 +32,8 @@ def emotion_vector(label: int) -> np.ndarray:
 
 
 def mirror_index(i: np.ndarray, n: int) -> np.ndarray:
-    """Ping-pong over n frames (0..n-1, n-1..0, ...), upstream's way of looping a source video."""
-    return loop_index(i, n, "ping-pong", hold_ends=True)
+    """Mirror over n frames (0..n-1, n-1..0, ...), upstream's way of looping a source video."""
+    return loop_index(i, n, "mirror")
 
 
 def source_motion(info: dict, frame: int = 0) -> np.ndarray:

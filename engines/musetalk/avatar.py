@@ -1,7 +1,8 @@
 """Avatar precompile: a loop's crop boxes, reference latents and blend mask, computed once and cached.
 
 For each loop frame the face crop (box from the face track, widened to MuseTalk's crop: brows' top to below the
-chin) is resized to 256x256 and VAE-encoded twice: once with its lower half blanked (the part the UNet repaints)
+chin) is resized to 256x256 as upstream does it (an 8-bit crop through OpenCV's Lanczos-4, `lanczos_crop`) and
+VAE-encoded twice: once with its lower half blanked (the part the UNet repaints)
 and once whole (the reference). The two ``[4, 32, 32]`` latents, concatenated, are the UNet's 8-channel input for
 any speech frame shown over that loop frame. The encoder's distribution mode is used, not a random sample, so an
 avatar is deterministic and its cache entry reproducible (upstream samples; the difference is below the VAE noise).
@@ -22,6 +23,7 @@ import hashlib
 from dataclasses import asdict, dataclass, field, replace
 from typing import Optional
 
+import cv2
 import numpy as np
 import torch
 
@@ -31,11 +33,11 @@ from ..common.errors import InputError
 from ..common.frames import ByteFrames, frames_to_uint8
 from ..common.images import RGB, check_image_batch
 from ..common.progress import Progress, ensure
-from .blend import CROP, MouthEllipse, crop_resize, mouth_mask
+from .blend import CROP, MouthEllipse, mouth_mask
 from .face_track import FaceTrack, sanitize_boxes
 
 CACHE_NAMESPACE = "musetalk_avatar"
-AVATAR_VERSION = 1
+AVATAR_VERSION = 2   # 2: crops resized with Lanczos-4 as upstream (1: triangle filter)
 
 
 @dataclass(frozen=True)
@@ -94,6 +96,18 @@ def crop_boxes(track: FaceTrack, settings: CropSettings) -> torch.Tensor:
 
 
 @torch.no_grad()
+def lanczos_crop(frame: torch.Tensor, box, size: int = CROP) -> torch.Tensor:
+    """Crop ``[H, W, 3]`` (0..1) to `box` and resize to ``[3, size, size]`` (0..1) the way upstream makes the crop it
+    encodes: the 8-bit crop through ``cv2.INTER_LANCZOS4``, rounded back to 8 bits (upstream's
+    scripts/realtime_inference.py, `Avatar.prepare_material`). Lanczos keeps the lips' and teeth's edges that the
+    reference latent carries; a triangle filter softens them (see docs/musetalk.md)."""
+    x1, y1, x2, y2 = (int(v) for v in box)
+    patch = frame[y1:y2, x1:x2].detach().to("cpu", torch.float32)
+    patch = (patch * 255.0).round().clamp(0, 255).to(torch.uint8).numpy()
+    resized = cv2.resize(patch, (size, size), interpolation=cv2.INTER_LANCZOS4)
+    return torch.from_numpy(resized).permute(2, 0, 1).to(torch.float32) / 255.0
+
+
 def encode_crops(vae, crops: torch.Tensor, scaling_factor: float) -> torch.Tensor:
     """``[B, 3, 256, 256]`` crops in 0..1 -> ``[B, 8, 32, 32]`` (lower-half-blanked latent, reference latent)."""
     masked = crops.clone()
@@ -192,7 +206,7 @@ def _build(nets, frames: torch.Tensor, track: FaceTrack, fps: float, settings: C
     latents = None
     for start in range(0, n, batch_size):
         idx = range(start, min(n, start + batch_size))
-        crops = torch.stack([crop_resize(frames[i], boxes[i].tolist()) for i in idx]).to(device)
+        crops = torch.stack([lanczos_crop(frames[i], boxes[i].tolist()) for i in idx]).to(device)
         lat = encode_crops(nets.vae, crops, nets.scaling_factor).cpu()
         if latents is None:
             latents = torch.empty((n, *lat.shape[1:]), dtype=torch.float32)

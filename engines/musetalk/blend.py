@@ -245,9 +245,9 @@ def paste_face(frame: torch.Tensor, face: torch.Tensor, mask: torch.Tensor, box)
 def source_indices(n_frames: int, out_fps: float, loop_fps: float, loop_len: int, mode: str = "wrap",
                    start: int = 0) -> torch.Tensor:
     """Loop frame shown at each output frame, from video time: ``floor(t · loop_fps)`` walked through the loop by
-    `mode` (`engines.common.loop_modes`; MuseTalk's ping-pong turns round without repeating the end frame, period
-    ``2L − 2``)."""
+    `mode` (`engines.common.loop_modes`: mirror, upstream's cycle, period ``2L``; ping-pong, period ``2L − 2``;
+    wrap)."""
     k = torch.arange(start, start + n_frames, dtype=torch.float64)
     i = torch.floor(k / float(out_fps) * float(loop_fps) + 1e-9).to(torch.long)
-    return loop_index(i, loop_len, mode, hold_ends=False)
+    return loop_index(i, loop_len, mode)
 

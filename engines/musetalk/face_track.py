@@ -87,11 +87,20 @@ def keyframes(n_frames: int, every: int) -> list[int]:
     return keys
 
 
-def pick_face(dets: np.ndarray) -> Optional[np.ndarray]:
-    """The most prominent detection (area x score), or None."""
+def pick_face(dets: np.ndarray, previous: Optional[np.ndarray] = None) -> Optional[np.ndarray]:
+    """The detection overlapping `previous` (the last keyframe's face) the most, else the most prominent one
+    (area x score), or None. Following the face keeps a larger false detection (a badge, a face on a screen) from
+    taking over the track halfway through a loop."""
     if dets is None or len(dets) == 0:
         return None
     area = (dets[:, 2] - dets[:, 0]) * (dets[:, 3] - dets[:, 1])
+    if previous is not None:
+        ix = np.clip(np.minimum(dets[:, 2], previous[2]) - np.maximum(dets[:, 0], previous[0]), 0, None)
+        iy = np.clip(np.minimum(dets[:, 3], previous[3]) - np.maximum(dets[:, 1], previous[1]), 0, None)
+        inter = ix * iy
+        iou = inter / (area + (previous[2] - previous[0]) * (previous[3] - previous[1]) - inter)
+        if iou.max() > 0:
+            return dets[int(np.argmax(iou))][:4]
     return dets[int(np.argmax(area * dets[:, 4]))][:4]
 
 
@@ -132,7 +141,7 @@ def track_faces(frames: torch.Tensor, detector: Detector, every: int = 5, proxy_
         img = frame_uint8(frames[k])
         if scale < 1.0:
             img = cv2.resize(img, (max(1, round(w * scale)), max(1, round(h * scale))), interpolation=cv2.INTER_AREA)
-        box = pick_face(detector(img))
+        box = pick_face(detector(img), hit_boxes[-1] * scale if hit_boxes else None)
         if box is not None:
             hit_frames.append(k)
             hit_boxes.append(np.asarray(box, np.float64) / scale)

@@ -1,4 +1,4 @@
-"""Voice morph: a new voice prompt between two saved voices, saved and used like any other.
+"""Voice morph: a new voice prompt mixed from two saved voices' recordings, saved and used like any other.
 
 The posts blend the prompts' audio embeddings, ``E = a * E_A + (1 - a) * Resample(E_B, L_A)`` (B stretched to A's
 length by linear interpolation in time), and inject the result through a hook inside generation. A voice prompt is
@@ -8,6 +8,14 @@ tokenizer's own continuous space: both prompts' codes are turned back into the r
 the same residual quantiser (``quantizer.encode``). The result is a prompt of A's length and transcript (the blend
 keeps A's timing, so A's words still match it), its level ``a * rms_A + (1 - a) * rms_B``. Weight 1 returns A and
 weight 0 returns B unchanged.
+
+What that is: each frame of the new prompt mixes A's frame with B's frame at the same relative time, so B's
+recording, content included, is overlaid on A's (tests/unit/test_tts_morph_content.py shows the mix follows B's
+frame order, not only its voice statistics). It is a mix of two recordings, not a voice halfway between two
+speakers: OmniVoice has no separate speaker vector to blend, only the prompt's codes and its transcript. Whether
+the voice cloned from it sounds between A and B (speaker similarity) and whether B's words leak into the speech
+(an ASR round trip) has not been measured: the real model, Whisper and a speaker encoder are not available to the
+tests. It comes closest to a blend of voices when A and B read the same text at the same pace.
 """
 from __future__ import annotations
 

@@ -7,7 +7,8 @@ import torch
 from engines.common.errors import InputError
 from engines.common.frames import FrameStream, collect_frames
 from engines.common.images import ANY_CHANNELS, RGB, check_image_batch
-from engines.common.loop_modes import LOOP_MODES, loop_index, loop_mode_name
+from engines.common.loop_modes import (DITTO_LEGACY_LOOP_MODES, DITTO_LOOP_MODES, LOOP_MODES, loop_index,
+                                       loop_mode_name)
 from engines.common.precision import auto_precision, dtype_for, precision_name
 
 
@@ -41,15 +42,18 @@ def test_precision_vocabulary_and_one_auto_policy():
 
 
 def test_loop_modes_share_one_vocabulary_and_keep_old_values():
-    assert LOOP_MODES == ("ping-pong", "wrap")
-    assert loop_mode_name("loop") == "wrap" and loop_mode_name("mirror") == "ping-pong"
+    assert LOOP_MODES == ("mirror", "ping-pong", "wrap")
+    assert loop_mode_name("loop") == "wrap" and loop_mode_name("ping-pong") == "ping-pong"   # MuseTalk's saves
+    # Ditto's ping-pong always held the end frames: in Ditto it loads as mirror, and Ditto has no ping-pong
+    ditto = dict(modes=DITTO_LOOP_MODES, legacy=DITTO_LEGACY_LOOP_MODES)
+    assert loop_mode_name("ping-pong", **ditto) == "mirror" and loop_mode_name("mirror", **ditto) == "mirror"
     with pytest.raises(InputError, match="loop_mode"):
         loop_mode_name("shuffle")
     i = np.arange(9)
-    assert loop_index(i, 4, "wrap", hold_ends=False).tolist() == [0, 1, 2, 3, 0, 1, 2, 3, 0]
-    assert loop_index(i, 4, "ping-pong", hold_ends=False).tolist() == [0, 1, 2, 3, 2, 1, 0, 1, 2]   # MuseTalk
-    assert loop_index(i, 3, "ping-pong", hold_ends=True).tolist() == [0, 1, 2, 2, 1, 0, 0, 1, 2]    # Ditto
-    assert loop_index(torch.arange(4), 1, "ping-pong", hold_ends=False).tolist() == [0, 0, 0, 0]
+    assert loop_index(i, 4, "wrap").tolist() == [0, 1, 2, 3, 0, 1, 2, 3, 0]
+    assert loop_index(i, 4, "ping-pong").tolist() == [0, 1, 2, 3, 2, 1, 0, 1, 2]
+    assert loop_index(i, 3, "mirror").tolist() == [0, 1, 2, 2, 1, 0, 0, 1, 2]
+    assert loop_index(torch.arange(4), 1, "mirror").tolist() == [0, 0, 0, 0]
 
 
 def test_collect_frames_checks_the_announced_count():
