@@ -46,9 +46,10 @@ HIT_RUN = 4          # viseme hits queued behind a pending miss: at most this ma
 @dataclass(frozen=True)
 class LipSyncSettings:
     """batch_size: frames per UNet/VAE call; stride: UNet on every stride-th frame (1 = all); fps: output rate
-    (None = the avatar's); loop_mode: how the avatar loop repeats (`engines.common.loop_modes`: "wrap" or
-    "ping-pong"). stride_mode "adaptive": `stride` is the spacing on fast articulation and `max_stride` the spacing
-    where every frame of the span moves slower than `velocity_threshold` (`cadence.adaptive_keyframe_indices`)."""
+    (None = the avatar's); loop_mode: how the avatar loop repeats (`engines.common.loop_modes`: "mirror",
+    "ping-pong" or "wrap"; the node's default is "mirror", upstream's order, and this engine default stays "wrap"
+    so a caller that names nothing gets the plain cycle). stride_mode "adaptive": `stride` is the spacing on fast
+    articulation and `max_stride` the spacing where every frame of the span moves slower than `velocity_threshold` (`cadence.adaptive_keyframe_indices`)."""
 
     batch_size: int = 8
     stride: int = 1
