@@ -49,7 +49,8 @@ class LipSyncSettings:
     (None = the avatar's); loop_mode: how the avatar loop repeats (`engines.common.loop_modes`: "mirror",
     "ping-pong" or "wrap"; the node's default is "mirror", upstream's order, and this engine default stays "wrap"
     so a caller that names nothing gets the plain cycle). stride_mode "adaptive": `stride` is the spacing on fast
-    articulation and `max_stride` the spacing where every frame of the span moves slower than `velocity_threshold` (`cadence.adaptive_keyframe_indices`)."""
+    articulation and `max_stride` the spacing where every frame of the span moves slower than `velocity_threshold`
+    (`cadence.adaptive_keyframe_indices`)."""
 
     batch_size: int = 8
     stride: int = 1
