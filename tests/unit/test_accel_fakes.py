@@ -1,0 +1,254 @@
+"""The GPU-only runners (TensorRT, CUDA graphs) executed against contract fakes of the real APIs (tests/fakes): the
+fakes enforce what TensorRT 10/11 and torch's CUDA graphs enforce, so a wrong tensor name, a removed API name, a
+missing address, a shape outside the engine's profiles or a stale graph fails here as it would on a GPU.
+
+First the fakes themselves are shown to refuse what the real APIs refuse (a fake that accepts everything proves
+nothing); then the runners, the shape policy, the graph cache and the engine cache run through them.
+"""
+import errno
+import logging
+import pathlib
+import shutil
+from dataclasses import replace
+
+import pytest
+import torch
+
+from engines.accel import BuildOptions, accelerate, cosine, graphs, network, onnx_export
+from engines.accel import tensorrt as trt_backend
+from engines.common.cache import ContentCache
+from tests.fakes.cuda_fake import NO_CAPTURE_REPLAY, NON_DEFAULT, FakeCuda
+from tests.fakes.tensorrt_fake import DEFAULT_STREAM_WARNING, FakeTensorRT
+from tests.unit.test_accel import Toy, toy_net
+
+
+@pytest.fixture()
+def gpu(monkeypatch):
+    """The fake GPU: torch.cuda's stream/graph/device API on the CPU, which stands in for the CUDA device."""
+    cuda = FakeCuda(capability=(8, 9)).install(monkeypatch)
+    monkeypatch.setattr(network, "is_gpu", lambda device: True)
+    yield cuda
+    cuda.uninstall()
+
+
+@pytest.fixture(params=[10, 11], ids=["trt10", "trt11"])
+def trt(request, gpu, monkeypatch):
+    return FakeTensorRT(request.param, cuda=gpu).install(monkeypatch)
+
+
+@pytest.fixture()
+def opts(tmp_path):
+    return BuildOptions(batches=(2, 4), cache=ContentCache(tmp_path / "cache"), engine_root=tmp_path / "trt")
+
+
+def _eager(net, *xs):
+    with torch.inference_mode():
+        out = net.module(*xs)
+    return out if isinstance(out, tuple) else (out,)
+
+
+def _engine(trt, tmp_path, batches=(2,)):
+    net = toy_net()
+    art = onnx_export.export_onnx(net, max(batches), ContentCache(tmp_path / "c"))
+    data = trt_backend.build_engine(trt.module, art.path, batches)
+    engine = trt.module.Runtime(trt.module.Logger()).deserialize_cuda_engine(data)
+    return net, data, engine
+
+
+# -- the fakes refuse what the real APIs refuse ---------------------------------------------------------------------
+def test_tensorrt_fake_refuses_a_wrong_shape_a_missing_address_and_an_unknown_name(trt, tmp_path):
+    net, _, engine = _engine(trt, tmp_path)
+    assert [engine.get_tensor_name(i) for i in range(engine.num_io_tensors)] == ["x", "scale", "y", "mean"]
+    ctx = engine.create_execution_context()
+    x, s = torch.randn(2, 3, 16, 16), torch.rand(2)
+    assert ctx.set_input_shape("x", (2, 3, 16, 16)) and ctx.set_input_shape("scale", (2,))
+    # outside the profile (batch 3 of a batch-2 engine), wrong rank, static dim changed: False, old shape kept
+    assert not ctx.set_input_shape("x", (3, 3, 16, 16))
+    assert "satisfyProfile" in trt.messages[-1][1]
+    assert not ctx.set_input_shape("x", (2, 3, 16))
+    assert not ctx.set_input_shape("x", (2, 3, 16, 17))
+    assert tuple(ctx.get_tensor_shape("x")) == (2, 3, 16, 16)
+    # unknown names: TensorRT's silent answers, recorded
+    trt.violations.clear()
+    assert not ctx.set_tensor_address("image", x.data_ptr())
+    assert str(engine.get_tensor_dtype("image")) == "DataType.FLOAT"
+    assert engine.get_tensor_mode("image") == trt.module.TensorIOMode.NONE
+    assert len(trt.violations) == 3
+    # a missing output address: refused, nothing run, outputs untouched
+    y, m = torch.full((2, 3, 16, 16), 7.0), torch.full((2,), 7.0)
+    for name, t in (("x", x), ("scale", s), ("y", y)):
+        assert ctx.set_tensor_address(name, t.data_ptr())
+    assert not ctx.execute_async_v3(0x10)
+    assert "Address is not set for output tensor mean" in trt.messages[-1][1]
+    assert (y == 7).all()
+    # a buffer of another dtype, one that is freed, one off a 256-byte boundary: refused
+    assert ctx.set_tensor_address("mean", torch.zeros(2).data_ptr())        # a temporary, freed at once
+    assert not ctx.execute_async_v3(0x10) and "no live tensor" in trt.messages[-1][1]
+    half = torch.zeros(2, dtype=torch.float16)
+    assert ctx.set_tensor_address("mean", half.data_ptr())
+    assert not ctx.execute_async_v3(0x10) and "float16" in trt.messages[-1][1]
+    off = torch.zeros(2 + 64)[1:]
+    assert ctx.set_tensor_address("mean", off.data_ptr())
+    assert not ctx.execute_async_v3(0x10) and "256-byte" in trt.messages[-1][1]
+    # everything right: it runs, writes in place, and matches eager (onnxruntime computes the engine's outputs)
+    assert ctx.set_tensor_address("mean", m.data_ptr())
+    assert ctx.execute_async_v3(0x10)
+    ref = _eager(net, x, s)
+    assert cosine(y, ref[0]) > 0.99999 and cosine(m, ref[1]) > 0.99999
+    assert ctx.execute_async_v3(0) and trt.messages[-1] == ("W", DEFAULT_STREAM_WARNING)
+
+
+def test_tensorrt_fake_has_each_major_s_names_and_refuses_foreign_plans(trt, tmp_path, gpu, monkeypatch):
+    mod = trt.module
+    if trt.major == 11:
+        for gone in ("FP16", "BF16", "INT8"):
+            assert not hasattr(mod.BuilderFlag, gone)
+        assert not hasattr(mod.NetworkDefinitionCreationFlag, "EXPLICIT_BATCH")
+        assert mod.NetworkDefinitionCreationFlag.STRONGLY_TYPED == 0
+        assert not hasattr(mod.Builder(mod.Logger()), "platform_has_fast_fp16")
+    else:
+        assert mod.NetworkDefinitionCreationFlag.STRONGLY_TYPED == 1
+        builder = mod.Builder(mod.Logger())
+        network_ = builder.create_network(1 << mod.NetworkDefinitionCreationFlag.STRONGLY_TYPED)
+        mod.OnnxParser(network_, None).parse_from_file(
+            str(onnx_export.export_onnx(toy_net(), 2, ContentCache(tmp_path / "c")).path))
+        config = builder.create_builder_config()
+        config.set_flag(mod.BuilderFlag.FP16)
+        assert builder.build_serialized_network(network_, config) is None        # strongly typed + FP16
+    with pytest.raises(RuntimeError, match="inconsistent"):
+        mod.Builder(mod.Logger()).create_optimization_profile().set_shape("x", (4, 3), (2, 3), (4, 3))
+    _, data, _ = _engine(trt, tmp_path)
+    runtime = mod.Runtime(mod.Logger())
+    assert runtime.deserialize_cuda_engine(b"not an engine") is None
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+    assert runtime.deserialize_cuda_engine(data) is None and "incompatible device" in trt.messages[-1][1]
+
+
+def test_graph_fake_refuses_a_wrong_shape_a_replay_without_capture_and_a_stale_graph(gpu):
+    net = toy_net()
+    x, s = torch.randn(2, 3, 16, 16), torch.rand(2)
+    graph = torch.cuda.CUDAGraph()
+    with pytest.raises(RuntimeError, match="without a preceding successful capture"):
+        graph.replay()
+    with pytest.raises(RuntimeError, match="non-default stream"):
+        graph.capture_begin()
+    with pytest.raises(RuntimeError, match="before any eager run"), torch.cuda.graph(graph):
+        net.module(x, s)
+    net.module(x, s)                                    # warm-up
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = net.module(x, s)
+    with pytest.raises(RuntimeError, match="broadcast or cast"):
+        x.copy_(torch.randn(1, 3, 16, 16))              # real copy_ would broadcast this silently
+    x.copy_(torch.randn(2, 3, 16, 16))
+    graph.replay()
+    assert cosine(out[0], _eager(net, x, s)[0]) > 0.999999
+    with pytest.raises(RuntimeError, match="operation not permitted when stream is capturing"):
+        with torch.cuda.graph(torch.cuda.CUDAGraph()):
+            net.module(x, s)[1].sum().item()
+    net.module.double().float()                         # the weights moved (ComfyUI offload + reload)
+    with pytest.raises(RuntimeError, match="stale graph"):
+        graph.replay()
+    assert NO_CAPTURE_REPLAY and NON_DEFAULT
+
+
+# -- the runners through the fakes --------------------------------------------------------------------------------
+def _check_rows(runner, net, rows):
+    for n in rows:
+        x, s = torch.randn(n, 3, 16, 16), torch.rand(n) + 0.5
+        got, ref = runner(x, s), _eager(net, x, s)
+        assert got[0].shape[0] == n and got[1].shape == (n,), n
+        assert min(cosine(g, r) for g, r in zip(got, ref)) > 0.99999, n
+
+
+def test_tensorrt_runner_any_row_count_and_an_engine_cache_hit_needs_no_export(trt, opts, caplog):
+    net = toy_net()
+    with caplog.at_level(logging.INFO, "broadcast_avatar.accel"):
+        runner = accelerate(net, "tensorrt", opts)
+    assert runner.backend == "tensorrt" and runner.parity > 0.99999, runner.summary
+    assert f"TensorRT {trt.version}" in runner.summary and trt.builds == 1
+    _check_rows(runner, net, (1, 2, 3, 4, 5, 7, 9))        # the shape policy: built for 2 and 4 only
+    assert trt.violations == [], trt.violations
+    assert not [m for m in trt.messages if m[1] == DEFAULT_STREAM_WARNING]    # its own stream, never stream 0
+    # a second load: the engine comes from models/broadcast_tensorrt, with the ONNX export gone from the cache
+    shutil.rmtree(opts.cache.root / onnx_export.NAMESPACE)
+    again = accelerate(toy_net(), "tensorrt", opts)
+    assert again.backend == "tensorrt" and trt.builds == 1
+    assert not (opts.cache.root / onnx_export.NAMESPACE).exists()          # nothing exported
+    _check_rows(again, net, (3,))
+    # other weights: another engine (the key follows the weights' fingerprint, not a file that may be gone)
+    other = accelerate(toy_net(seed=5), "tensorrt", opts)
+    assert other.backend == "tensorrt" and trt.builds == 2
+
+
+def test_tensorrt_engine_cache_in_a_read_only_folder_gives_hits_and_one_note(trt, opts, caplog, monkeypatch):
+    net = toy_net()
+    accelerate(net, "tensorrt", opts)
+    stored = sorted(p.name for p in opts.engine_root.iterdir())
+    real_write = pathlib.Path.write_bytes
+
+    def read_only(self, data):                          # what a read-only mount answers (root ignores chmod)
+        if opts.engine_root in self.parents:
+            raise OSError(errno.EROFS, "Read-only file system", str(self))
+        return real_write(self, data)
+    monkeypatch.setattr(pathlib.Path, "write_bytes", read_only)
+    trt_backend._read_only_said.clear()
+    with caplog.at_level(logging.INFO, "broadcast_avatar.accel"):
+        hit = accelerate(toy_net(), "tensorrt", opts)
+        assert hit.backend == "tensorrt" and trt.builds == 1          # the stored engine: a hit, nothing deleted
+        miss = accelerate(toy_net(seed=3), "tensorrt", opts)
+        third = accelerate(toy_net(seed=4), "tensorrt", replace(opts, batches=(1,)))
+    assert miss.backend == "tensorrt" and third.backend == "tensorrt" and trt.builds == 3
+    notes = [r.getMessage() for r in caplog.records if "cannot be written" in r.getMessage()]
+    assert len(notes) == 1 and "Read-only file system" in notes[0], notes
+    assert sorted(p.name for p in opts.engine_root.iterdir()) == stored
+    _check_rows(miss, toy_net(seed=3), (3,))
+
+
+def test_cudagraph_runner_copies_in_and_out_for_any_row_count(gpu, opts):
+    net = toy_net()
+    runner = accelerate(net, "cudagraphs", opts)
+    assert runner.backend == "cudagraphs", runner.summary
+    _check_rows(runner, net, (1, 2, 3, 4, 5, 8, 9))
+    assert runner.fn.captures == 2 and gpu.graphs_alive == 2     # one graph per built batch (2, 4), reused
+    # copy-out: a result kept from one call is not overwritten by the next replay
+    x = torch.randn(4, 3, 16, 16)
+    first = runner(x, torch.ones(4))[0]
+    kept = first.clone()
+    runner(torch.randn(4, 3, 16, 16), torch.ones(4))
+    assert torch.equal(first, kept)
+
+
+def test_cudagraph_cache_stays_bounded_over_offload_and_reload(gpu, opts):
+    net = toy_net()
+    runner = accelerate(net, "cudagraphs", opts)
+    for cycle in range(6):
+        _check_rows(runner, net, (4, 1))
+        assert gpu.graphs_alive <= 2
+        net.module.to(torch.float64)                    # ComfyUI offloads: every graph is freed right away
+        assert gpu.graphs_alive == 0 and not runner.fn.graphs, cycle
+        net.module.to(torch.float32)                    # and reloads: the next call captures again
+    assert runner.fn.captures == 6 * 2
+    # a runner per build (a loader built again) does not pile up either: the old runner's graphs go with the move
+    for _ in range(3):
+        accelerate(net, "cudagraphs", opts)(torch.randn(2, 3, 16, 16), torch.ones(2))
+    net.module.to(torch.float64)
+    assert gpu.graphs_alive == 0
+    net.module.to(torch.float32)
+    # at most MAX_GRAPHS shapes are kept, least recently used freed first
+    wide = graphs.GraphRunner(net, max_graphs=2)
+    for n in (1, 2, 3, 2, 4):
+        wide(torch.randn(n, 3, 16, 16), torch.ones(n))
+    assert [k[0][0][0] for k in wide.graphs] == [2, 4]
+
+
+def test_compiled_static_shapes_see_only_the_built_batches(opts, monkeypatch):
+    seen = []
+    net = toy_net()
+    opts.compiler = "aot_eager"
+    runner = accelerate(net, "compile", opts)
+    real = runner.fn
+    runner.fn = lambda *xs: (seen.append(int(xs[0].shape[0])), real(*xs))[1]
+    _check_rows(runner, net, (1, 3, 4, 6))
+    assert set(seen) <= {2, 4}
+    assert isinstance(net.module, Toy)
