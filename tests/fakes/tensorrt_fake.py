@@ -34,7 +34,8 @@ controls), or whose tensor is not contiguous, not of the engine's dtype, or too 
 TensorRT itself checks neither dtype nor size (it gets a bare integer): the fake is deliberately stricter there,
 since a mismatch is silent garbage on a GPU.
 
-Outputs are computed by running the ONNX graph the engine was built from with onnxruntime on the CPU, and written
+Output shapes (``get_tensor_shape`` of an output once every input shape is set) come from one onnxruntime run on
+zeros at those input shapes, as TensorRT infers them from its network. Outputs are computed by running the ONNX graph the engine was built from with onnxruntime on the CPU, and written
 in place into the bound output tensors, as the engine writes into device memory. The "plan" carries the ONNX bytes,
 the TensorRT version and the compute capability, so a stored engine runs without the ONNX file, as a real one does.
 
@@ -81,6 +82,8 @@ class TensorIOMode(enum.Enum):
 TORCH = {DataType.FLOAT: torch.float32, DataType.HALF: torch.float16, DataType.BF16: torch.bfloat16,
          DataType.INT32: torch.int32, DataType.INT64: torch.int64, DataType.BOOL: torch.bool,
          DataType.INT8: torch.int8, DataType.UINT8: torch.uint8}
+TORCH_NP = {DataType.FLOAT: np.float32, DataType.HALF: np.float16, DataType.INT32: np.int32,
+            DataType.INT64: np.int64, DataType.BOOL: np.bool_, DataType.INT8: np.int8, DataType.UINT8: np.uint8}
 ONNX_TO_TRT = {1: DataType.FLOAT, 10: DataType.HALF, 16: DataType.BF16, 6: DataType.INT32, 7: DataType.INT64,
                9: DataType.BOOL, 3: DataType.INT8, 2: DataType.UINT8}
 
@@ -392,6 +395,17 @@ class FakeTensorRT:
                 opts = ort.SessionOptions()
                 opts.intra_op_num_threads = 1
                 self.session = ort.InferenceSession(onnx_bytes, opts, providers=["CPUExecutionProvider"])
+                self._shape_cache = {}
+
+            def output_shapes(self, shapes):
+                """TensorRT's shape inference, done here by one onnxruntime run on zeros (kept per input shapes)."""
+                key = tuple(sorted(shapes.items()))
+                if key not in self._shape_cache:
+                    feeds = {n: np.zeros(shapes[n], dtype=TORCH_NP[self.io[n]["dtype"]]) for n in shapes}
+                    outs = [n for n in self.names if self.io[n]["mode"] == TensorIOMode.OUTPUT]
+                    got = self.session.run(outs, feeds)
+                    self._shape_cache[key] = {n: tuple(v.shape) for n, v in zip(outs, got)}
+                return self._shape_cache[key]
 
             @property
             def num_io_tensors(self):
@@ -496,14 +510,9 @@ class FakeTensorRT:
                     return Dims((-1,))
                 if io["mode"] == TensorIOMode.INPUT:
                     return Dims(self.shapes.get(name, io["shape"]))
-                sizes = {}
-                for n in self._inputs():
-                    if n in self.shapes:
-                        for label, d in zip(self.engine.io[n]["dim_names"], self.shapes[n]):
-                            if label:
-                                sizes[label] = d
-                return Dims(d if d != -1 else sizes.get(label, -1) for d, label in zip(io["shape"],
-                                                                                        io["dim_names"]))
+                if self.infer_shapes():
+                    return Dims(io["shape"])                     # -1 stays while an input shape is unset
+                return Dims(self.engine.output_shapes(self.shapes)[name])
 
             def set_tensor_address(self, name, memory):
                 if name not in self.engine.io:

@@ -252,3 +252,57 @@ def test_compiled_static_shapes_see_only_the_built_batches(opts, monkeypatch):
     _check_rows(runner, net, (1, 3, 4, 6))
     assert set(seen) <= {2, 4}
     assert isinstance(net.module, Toy)
+
+
+# -- whole renders through the fakes, frame counts that are not multiples of the batch ---------------------------
+from tests.unit.test_accel_gpu_path import _dt_chain, dt_dir, dt_fp32, mt_dir, mt_loop  # noqa: E402,F401
+from engines.ditto.pipeline import DittoPipeline  # noqa: E402
+from engines.musetalk.accel import accelerate_musetalk  # noqa: E402
+from engines.musetalk.avatar import build_avatar  # noqa: E402
+from engines.musetalk.lipsync import LipSyncSettings, lipsync  # noqa: E402
+from engines.musetalk.loader import load_musetalk  # noqa: E402
+from tests.fixtures.tiny_musetalk import speech_like  # noqa: E402
+
+
+def _render_opts(tmp_path, batches):
+    return BuildOptions(batches=batches, cache=ContentCache(tmp_path / "cache"), engine_root=tmp_path / "trt")
+
+
+FIXED_SHAPE = [("tensorrt", 10), ("tensorrt", 11), ("cudagraphs", None)]
+
+
+def _tensorrt_if(major, gpu, monkeypatch):
+    """The TensorRT fake of that major, installed; None for the CUDA-graph case (TensorRT stays absent)."""
+    return FakeTensorRT(major, cuda=gpu).install(monkeypatch) if major else None
+
+
+@pytest.mark.parametrize("backend,major", FIXED_SHAPE)
+def test_musetalk_renders_the_eager_frames_through_the_fixed_shape_backends(backend, major, gpu, monkeypatch, mt_dir,
+                                                                            mt_loop, tmp_path):
+    trt = _tensorrt_if(major, gpu, monkeypatch)
+    nets = load_musetalk(mt_dir, torch.float32)
+    frames, track = mt_loop
+    avatar = build_avatar(nets, frames, track, 10.0)
+    summaries = accelerate_musetalk(nets, backend, _render_opts(tmp_path, (4,)))
+    assert all(f": {backend} (" in s for s in summaries), summaries
+    out = lipsync(nets, avatar, speech_like(0.7), LipSyncSettings(batch_size=4))
+    eager_nets = load_musetalk(mt_dir, torch.float32)
+    ref = lipsync(eager_nets, build_avatar(eager_nets, frames, track, 10.0), speech_like(0.7),
+                  LipSyncSettings(batch_size=4))
+    assert out.shape == ref.shape and out.shape[0] % 4, out.shape
+    assert (out - ref).abs().max() < 2e-3, (out - ref).abs().max()
+    assert trt is None or trt.violations == []
+
+
+@pytest.mark.parametrize("backend,major", FIXED_SHAPE)
+def test_ditto_renders_the_eager_frames_through_the_fixed_shape_backends(backend, major, gpu, monkeypatch, dt_dir,
+                                                                         dt_fp32, tmp_path):
+    trt = _tensorrt_if(major, gpu, monkeypatch)
+    pipeline = DittoPipeline(dt_dir)
+    summaries = pipeline.accelerate(backend, _render_opts(tmp_path, (4,)))
+    assert len(summaries) == 4 and all(f": {backend} (" in s for s in summaries), summaries
+    motion, frames = _dt_chain(pipeline)                 # 25 frames through batch-4 networks: 6 x 4 + 1
+    assert frames.shape == dt_fp32[1].shape and frames.shape[0] % 4
+    assert abs(motion.motion - dt_fp32[0].motion).max() < 1e-3
+    assert (frames - dt_fp32[1]).abs().max() < 5e-3
+    assert trt is None or trt.violations == []
