@@ -35,8 +35,8 @@ TensorRT itself checks neither dtype nor size (it gets a bare integer): the fake
 since a mismatch is silent garbage on a GPU.
 
 Output shapes (``get_tensor_shape`` of an output once every input shape is set) come from one onnxruntime run on
-zeros at those input shapes, as TensorRT infers them from its network. Outputs are computed by running the ONNX graph the engine was built from with onnxruntime on the CPU, and written
-in place into the bound output tensors, as the engine writes into device memory. The "plan" carries the ONNX bytes,
+zeros at those input shapes, as TensorRT infers them from its network. Outputs are computed by running the ONNX
+graph the engine was built from with onnxruntime on the CPU, and written in place into the bound output tensors, as the engine writes into device memory. The "plan" carries the ONNX bytes,
 the TensorRT version and the compute capability, so a stored engine runs without the ONNX file, as a real one does.
 
 ``violations`` lists every refusal and unknown-name lookup; a test asserts it is empty after a correct run.
