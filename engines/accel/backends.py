@@ -210,29 +210,59 @@ def build_onnxruntime(net: Network, opts: BuildOptions) -> Runner:
     return Runner("onnxruntime", _OrtRunner(session, net, dtype, cuda), net, dtype, detail=detail, placed=True)
 
 
+def tensorrt_dtype(weights: torch.dtype) -> torch.dtype:
+    """The engine's precision for weights in `weights`: fp32 for fp32, fp16 for any 16-bit float. TensorRT 11 takes
+    precision only from the ONNX dtypes, and bf16 engines are neither built by the pack nor needed: fp16 has more
+    mantissa than bf16, and the parity gate (`build_tensorrt`) refuses an fp16 engine whose range falls short."""
+    return torch.float32 if weights == torch.float32 else torch.float16
+
+
 def build_tensorrt(net: Network, opts: BuildOptions) -> Runner:
-    if net.dtype == torch.bfloat16:
-        raise BackendUnavailable("the pack builds TensorRT engines in fp32 or fp16; choose one of those")
     try:
         trt = trt_backend.probe(net.device)
     except trt_backend.TensorRTUnavailable as exc:
         raise BackendUnavailable(str(exc)) from None
     if opts.engine_root is None:
         raise BackendUnavailable("no engine folder was given (models/broadcast_tensorrt)")
-    trace = max(opts.batches)
+    dtype = tensorrt_dtype(net.dtype)
+    trace, smallest = max(opts.batches), min(opts.batches)
     # keyed on what the export would be made from (weights' fingerprint, shapes, exporter): a hit exports nothing
-    key = trt_backend.engine_key(trt.version, net.device, net.name, name_of(net.dtype), opts.batches,
-                                 export_key(net, net.dtype, trace))
+    key = trt_backend.engine_key(trt.version, net.device, net.name, name_of(dtype), opts.batches,
+                                 export_key(net, dtype, trace))
+    gate: dict = {}
+
+    def reference(module_fp32) -> None:
+        """In another precision than the weights', the engine must match eager fp32 (on the export's CPU copy)."""
+        gate["sample"] = net.example(smallest)
+        with torch.inference_mode():
+            gate["ref"] = as_tuple(module_fp32(*place(gate["sample"], torch.device("cpu"), torch.float32)))
+
+    def export() -> Path:
+        return export_onnx(net, trace, opts.cache, dtype, reference if dtype != net.dtype else None).path
+
+    def accept(data: bytes) -> None:
+        if "ref" not in gate:
+            return
+        got = as_tuple(trt_backend.TensorRTRunner(trt, data, net, dtype, opts.batches, net.device)(*gate["sample"]))
+        cos = min(cosine(r, g) for r, g in zip(gate["ref"], got))
+        if not cos >= PARITY_MIN:
+            raise trt_backend.TensorRTUnavailable(
+                f"its {name_of(dtype)} engine differs from eager fp32 (cosine {cos:.5f} < {PARITY_MIN}); not kept")
+        gate["cos"] = cos
+
     try:
-        data = trt_backend.load_or_build(trt, Path(opts.engine_root), key,
-                                         lambda: export_onnx(net, trace, opts.cache).path, opts.batches, log.info,
-                                         opts.progress)
-        runner = trt_backend.TensorRTRunner(trt, data, net, net.dtype, opts.batches, net.device)
+        data = trt_backend.load_or_build(trt, Path(opts.engine_root), key, export, opts.batches, log.info,
+                                         opts.progress, accept)
+        runner = trt_backend.TensorRTRunner(trt, data, net, dtype, opts.batches, net.device)
     except trt_backend.TensorRTUnavailable as exc:
         raise BackendUnavailable(str(exc)) from None
     path = trt_backend.engine_path(Path(opts.engine_root), key)
-    return Runner("tensorrt", runner, net, net.dtype, detail=f"{runner.detail}, {path.name}", placed=True,
-                  fixed=_fixed(opts))
+    detail = f"{runner.detail}, {path.name}"
+    if dtype != net.dtype:
+        detail += f", {name_of(dtype)} engine for {name_of(net.dtype)} weights"
+        if "cos" in gate:
+            detail += f", cos {gate['cos']:.6f} vs fp32 when built"
+    return Runner("tensorrt", runner, net, dtype, detail=detail, placed=True, fixed=_fixed(opts))
 
 
 BUILDERS = {"eager": build_eager, "compile": build_compile, "cudagraphs": build_cudagraphs,

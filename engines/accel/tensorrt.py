@@ -158,9 +158,10 @@ _read_only_said: set = set()
 
 
 def load_or_build(trt: TensorRT, root: Path, key: dict, onnx: Callable[[], Path], batches: Sequence[int],
-                  log: Callable[[str], None], progress: Optional[Callable[[int, int], None]] = None) -> bytes:
+                  log: Callable[[str], None], progress: Optional[Callable[[int, int], None]] = None,
+                  accept: Optional[Callable[[bytes], None]] = None) -> bytes:
     """The serialized engine for `key`: read from the cache, or built from the ONNX export `onnx()` gives (called
-    only on a miss) and stored. A folder that cannot be written (a read-only models folder on a shared drive) still
+    only on a miss), checked by `accept(data)` (raises to refuse it: a refused engine is never stored) and stored. A folder that cannot be written (a read-only models folder on a shared drive) still
     gives its hits; an engine built there is used for this session and one note says it could not be kept."""
     path = engine_path(root, key)
     stored = read_engine(path, key, log)
@@ -170,6 +171,8 @@ def load_or_build(trt: TensorRT, root: Path, key: dict, onnx: Callable[[], Path]
         log(f"not loaded (another GPU, TensorRT version or graph): {line}")
     log(f"building TensorRT engine {path.name} (first use; this takes minutes)")
     data = build_engine(trt.module, onnx(), batches, progress)
+    if accept is not None:
+        accept(data)
     try:
         store_engine(path, key, data)
     except OSError as exc:

@@ -306,3 +306,33 @@ def test_ditto_renders_the_eager_frames_through_the_fixed_shape_backends(backend
     assert abs(motion.motion - dt_fp32[0].motion).max() < 1e-3
     assert (frames - dt_fp32[1]).abs().max() < 5e-3
     assert trt is None or trt.violations == []
+
+
+# -- precision: what `auto` (bf16 weights on Ampere and newer) gets from TensorRT -----------------------------------
+def test_bf16_weights_get_an_fp16_engine_gated_against_fp32(trt, opts):
+    net = toy_net()
+    ref_net = toy_net()
+    net.module.to(torch.bfloat16)
+    runner = accelerate(net, "tensorrt", opts)
+    assert runner.backend == "tensorrt" and runner.dtype == torch.float16, runner.summary
+    assert "fp16 engine for bf16 weights, cos " in runner.summary and "vs fp32 when built" in runner.summary
+    engine = runner.fn.engine
+    assert str(engine.get_tensor_dtype("x")) == "DataType.HALF"           # precision from the ONNX dtypes
+    x, s = torch.randn(3, 3, 16, 16), torch.rand(3) + 0.5
+    got, ref = runner(x, s), _eager(ref_net, x, s)
+    assert min(cosine(g, r) for g, r in zip(got, ref)) > 0.999
+    assert trt.violations == []
+    name = trt_backend.engine_path(opts.engine_root, trt_backend.engine_key(
+        trt.version, net.device, net.name, "fp16", opts.batches,
+        onnx_export.export_key(net, torch.float16, 4))).name
+    assert "_fp16_" in name and (opts.engine_root / name).is_file()
+
+
+def test_an_fp16_engine_that_overflows_is_refused_and_not_stored(trt, opts):
+    net = toy_net()
+    with torch.no_grad():
+        net.module.out.weight.mul_(1e6)                 # fine in bf16 and fp32, far beyond fp16's 65504
+    net.module.to(torch.bfloat16)
+    runner = accelerate(net, "tensorrt", opts)
+    assert runner.backend == "eager" and "engine differs from eager fp32" in runner.summary, runner.summary
+    assert not list(opts.engine_root.glob("*.engine"))
