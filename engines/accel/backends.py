@@ -35,8 +35,8 @@ log = logging.getLogger("broadcast_avatar.accel")
 
 BACKENDS = ("auto", "eager", "compile", "cudagraphs", "onnxruntime", "tensorrt")
 # `auto`, fastest first, per device type, for networks that declare no `Preference` of their own for it. CUDA: the
-# posts' order (TensorRT, then graph-captured eager), to be confirmed by benchmarks/gpu_accel.py (it prints the
-# fastest per group beside this order). CPU: eager, except where a network declares a measured order (MuseTalk's
+# posts' order (TensorRT, then graph-captured eager), to be confirmed by benchmarks/gpu_check.py (it prints every
+# backend per network beside this order). CPU: eager, except where a network declares a measured order (MuseTalk's
 # UNet: ONNX Runtime, docs/accel.md); onnxruntime and compile stay one explicit choice away for the others.
 AUTO_ORDER = {"cuda": ("tensorrt", "cudagraphs", "eager"), "cpu": ("eager",)}
 AUTO_WHY = {"cuda": "the GPU order from the source posts (TensorRT, then CUDA graphs)",
