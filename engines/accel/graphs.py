@@ -53,7 +53,8 @@ def on_weights_moved(module: torch.nn.Module, callback: Callable[[], None]) -> N
 
 
 def _storage(net: Network) -> tuple:
-    return tuple(t.untyped_storage().data_ptr() for t in net.tensors())
+    """Where the weights are now (checked on every call: one C call per tensor, microseconds)."""
+    return tuple(t.data_ptr() for t in net.tensors())
 
 
 class GraphRunner:
@@ -102,9 +103,9 @@ class GraphRunner:
                 graph.reset()
             self.graphs[key] = self._capture(inputs)
         graph, static, out = self.graphs[key]
-        with torch.inference_mode():
+        with torch.inference_mode():        # the static buffers may be inference tensors (captured under it)
             for s, x in zip(static, inputs):
                 s.copy_(x)
             graph.replay()
-            res = tuple(o.clone() for o in out)
+        res = tuple(o.clone() for o in out)   # in the caller's mode: the next replay overwrites `out`
         return res[0] if len(res) == 1 else res

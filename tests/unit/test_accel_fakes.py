@@ -8,6 +8,7 @@ nothing); then the runners, the shape policy, the graph cache and the engine cac
 import errno
 import logging
 import pathlib
+import re
 import shutil
 from dataclasses import replace
 
@@ -149,7 +150,12 @@ def test_graph_fake_refuses_a_wrong_shape_a_replay_without_capture_and_a_stale_g
     net.module.double().float()                         # the weights moved (ComfyUI offload + reload)
     with pytest.raises(RuntimeError, match="stale graph"):
         graph.replay()
-    assert NO_CAPTURE_REPLAY and NON_DEFAULT
+    graph.reset()                                       # a freed graph is no graph: replay and pool refuse
+    with pytest.raises(RuntimeError, match=re.escape(NO_CAPTURE_REPLAY)):
+        graph.replay()
+    with pytest.raises(RuntimeError, match="pool.. without a preceding successful capture"):
+        graph.pool()
+    assert gpu.graphs_alive == 0 and NON_DEFAULT
 
 
 # -- the runners through the fakes --------------------------------------------------------------------------------
@@ -265,21 +271,27 @@ from tests.fixtures.tiny_musetalk import speech_like  # noqa: E402
 
 
 def _render_opts(tmp_path, batches):
-    return BuildOptions(batches=batches, cache=ContentCache(tmp_path / "cache"), engine_root=tmp_path / "trt")
+    # compile through aot_eager: dynamo's capture at static shapes without inductor's C++ build (the GPU's is Triton)
+    return BuildOptions(batches=batches, cache=ContentCache(tmp_path / "cache"), engine_root=tmp_path / "trt",
+                        compiler="aot_eager")
 
 
-FIXED_SHAPE = [("tensorrt", 10), ("tensorrt", 11), ("cudagraphs", None)]
+FIXED_SHAPE = [("tensorrt", 10), ("tensorrt", 11), ("cudagraphs", None), ("compile", None)]
 
 
-def _tensorrt_if(major, gpu, monkeypatch):
-    """The TensorRT fake of that major, installed; None for the CUDA-graph case (TensorRT stays absent)."""
+def _fakes_for(backend, major, request, monkeypatch):
+    """The fake GPU for the GPU backends, and the TensorRT fake of `major` for TensorRT (None otherwise); compile runs
+    on the CPU as it is (no global module hooks: torch.compile warns about them)."""
+    if backend == "compile":
+        return None
+    gpu = request.getfixturevalue("gpu")
     return FakeTensorRT(major, cuda=gpu).install(monkeypatch) if major else None
 
 
 @pytest.mark.parametrize("backend,major", FIXED_SHAPE)
-def test_musetalk_renders_the_eager_frames_through_the_fixed_shape_backends(backend, major, gpu, monkeypatch, mt_dir,
-                                                                            mt_loop, tmp_path):
-    trt = _tensorrt_if(major, gpu, monkeypatch)
+def test_musetalk_renders_the_eager_frames_through_the_fixed_shape_backends(backend, major, request, monkeypatch,
+                                                                            mt_dir, mt_loop, tmp_path):
+    trt = _fakes_for(backend, major, request, monkeypatch)
     nets = load_musetalk(mt_dir, torch.float32)
     frames, track = mt_loop
     avatar = build_avatar(nets, frames, track, 10.0)
@@ -295,9 +307,9 @@ def test_musetalk_renders_the_eager_frames_through_the_fixed_shape_backends(back
 
 
 @pytest.mark.parametrize("backend,major", FIXED_SHAPE)
-def test_ditto_renders_the_eager_frames_through_the_fixed_shape_backends(backend, major, gpu, monkeypatch, dt_dir,
-                                                                         dt_fp32, tmp_path):
-    trt = _tensorrt_if(major, gpu, monkeypatch)
+def test_ditto_renders_the_eager_frames_through_the_fixed_shape_backends(backend, major, request, monkeypatch,
+                                                                         dt_dir, dt_fp32, tmp_path):
+    trt = _fakes_for(backend, major, request, monkeypatch)
     pipeline = DittoPipeline(dt_dir)
     summaries = pipeline.accelerate(backend, _render_opts(tmp_path, (4,)))
     assert len(summaries) == 4 and all(f": {backend} (" in s for s in summaries), summaries
