@@ -183,6 +183,115 @@ def check_family(family: str, nets: list, device: torch.device, batches, static_
         net.module.to("cpu", torch.float32)
 
 
+RENDER_VARIANTS = (("eager fp32", "eager"), ("tensorrt", "tensorrt"), ("cudagraphs", "cudagraphs"),
+                   ("onnxruntime", "onnxruntime"))
+
+
+def _fell_back(nets, backend: str) -> str:
+    """The first reason a runner of `nets` is not `backend` (the render would time eager under its name), or ""."""
+    for runner in (getattr(nets, "runners", None) or {}).values():
+        if runner.backend != backend:
+            return runner.fallbacks[0] if runner.fallbacks else f"{runner.net.name} runs {runner.backend}"
+    return ""
+
+
+def _timed_render(chunks_fn, device):
+    """(frames [N, H, W, 3], seconds to the first chunk, total seconds) of one render."""
+    t0 = time.perf_counter()
+    first, parts = None, []
+    for chunk in chunks_fn():
+        if first is None:
+            sync(device)
+            first = time.perf_counter() - t0
+        parts.append(chunk)
+    sync(device)
+    return torch.cat(parts), first, time.perf_counter() - t0
+
+
+def tiny_renders(rows: list, device: torch.device, batch: int, tmp: Path, deadline: float, only=None) -> None:
+    """The families' real render loops (lipsync_chunks, DittoPipeline.render) on the tiny test models through each
+    backend, at a frame count that is not a multiple of `batch` (the shape policy's case): time to the first chunk,
+    frames per second, and the largest pixel difference from the eager fp32 render. Needs the tests' fixtures'
+    packages (transformers, opencv, scikit-image for MuseTalk's); a missing one is a named row."""
+    try:
+        from engines.musetalk.accel import accelerate_musetalk
+        from engines.musetalk.avatar import build_avatar
+        from engines.musetalk.face_track import HaarDetector, track_faces
+        from engines.musetalk.lipsync import LipSyncSettings, lipsync_chunks
+        from engines.musetalk.loader import load_musetalk
+        from tests.fixtures.tiny_musetalk import astronaut_loop, build_tiny_musetalk, speech_like
+
+        folder = build_tiny_musetalk(tmp / "tiny-musetalk")
+        loop, _ = astronaut_loop(4)
+        track = track_faces(loop, HaarDetector(), every=2, proxy_size=160)
+        audio = speech_like(1.3)                         # 13 frames at 10 fps
+
+        def musetalk(backend):
+            nets = load_musetalk(folder, torch.float32).to(device)
+            avatar = build_avatar(nets, loop, track, 10.0, device=device)
+            if backend != "eager":
+                accelerate_musetalk(nets, backend, BuildOptions(batches=(batch,), cache=ContentCache(tmp / "onnx"),
+                                                                engine_root=tmp / "trt", parity=False))
+            return (lambda: lipsync_chunks(nets, avatar, audio, LipSyncSettings(batch_size=batch), device=device),
+                    _fell_back(nets, backend))
+    except ImportError as exc:
+        musetalk = exc
+    try:
+        from engines.common.audio import to_mono
+        from engines.ditto.avatar import AvatarSettings
+        from engines.ditto.keypoints import DriveSettings
+        from engines.ditto.motion import MotionSettings
+        from engines.ditto.pipeline import DittoPipeline
+        from engines.ditto.render import RenderSettings
+        from tests.fixtures.tiny_ditto import build_tiny_ditto, portrait, speech
+
+        ditto_folder = build_tiny_ditto(tmp / "tiny-ditto")
+        wav, _ = to_mono(speech(0.52), 16000)             # 13 frames at 25 fps
+
+        def ditto(backend):
+            pipeline = DittoPipeline(ditto_folder, device=device)
+            if backend != "eager":
+                pipeline.accelerate(backend, BuildOptions(batches=(batch,), cache=ContentCache(tmp / "onnx"),
+                                                          engine_root=tmp / "trt", parity=False))
+            fell_back = _fell_back(pipeline.nets, backend)
+            avatar, _ = pipeline.prepare_avatar(portrait(), AvatarSettings(), None)
+            motion = pipeline.motion(avatar, pipeline.audio_features(wav, None),
+                                     MotionSettings(steps=4, seed=3, overlap=5), DriveSettings(), wav)
+            return lambda: pipeline.render(avatar, motion, RenderSettings(batch_size=batch)), fell_back
+    except ImportError as exc:
+        ditto = exc
+    for family, make in (("MuseTalk tiny render", musetalk), ("Ditto tiny render", ditto)):
+        if isinstance(make, ImportError):
+            rows.append((family, "all", "-", f"not run: {make} (carry the wheel)", *[""] * 6))
+            continue
+        reference = None
+        for label, backend in RENDER_VARIANTS:
+            if only and not any(o in label for o in only):
+                continue
+            if time.perf_counter() > deadline:
+                rows.append((family, label, "-", "not run: time budget spent (--budget)", *[""] * 6))
+                continue
+            try:
+                t0 = time.perf_counter()
+                render, fell_back = make(backend)
+                if fell_back:
+                    rows.append((family, label, "-", f"not run: {fell_back}"[:170], *[""] * 6))
+                    continue
+                frames, first, total = _timed_render(render, device)
+                first += time.perf_counter() - t0 - total          # builds and set-up count toward the first frame
+                if reference is None:
+                    reference = frames
+                err = float((frames.float() - reference.float()).abs().max())
+                rows.append((family, label, batch, f"{len(frames)} frames", "", f"{len(frames) / total:.1f}",
+                             f"{first:.1f}", "-", "", f"{err:.2e}"))
+            except Exception as exc:
+                text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+                rows.append((family, label, "-", f"not run: failed with {type(exc).__name__}: {text}"[:170],
+                             *[""] * 6))
+            finally:
+                gc.collect()
+
+
 def host_path(rows: list, device: torch.device, quick: bool) -> None:
     """OPTIONAL HOOK, NOT WIRED: the host-path measurement (decode, paste-back, encode around the networks) lives in
     benchmarks/bench_host_path.py, written separately; when that module is present its importable measurement is to
@@ -261,10 +370,12 @@ def main(argv=None) -> int:
             del musetalk
         check_family("Ditto warp > decoder", ditto_networks(args.quick), device, batches, static, repeats, cache,
                      engines, compiler, rows, deadline, only)
+        tiny_renders(rows, device, static[-1] if not args.quick else 4, Path(tmp) / "renders", deadline, only)
     host_path(rows, device, args.quick)
     print("\n" + table(rows))
     print(f"\nstage columns: one value per network in chain order; 1st frame: runner builds + first chained call at "
-          f"batch {batches[0]}; total {time.perf_counter() - started:.0f} s")
+          f"batch {batches[0]}; tiny renders: 1st frame = load, avatar, builds and motion up to the first chunk, "
+          f"max err in [0, 1] pixel values against the eager fp32 render; total {time.perf_counter() - started:.0f} s")
     return 0
 
 

@@ -17,7 +17,8 @@ def test_gpu_check_runs_on_the_cpu_and_names_what_it_could_not_run():
     rows = {}
     for line in out.splitlines():
         cells = [c.strip() for c in line.split("|")]
-        if len(cells) >= 4 and cells[0] in ("MuseTalk UNet > VAE", "Ditto warp > decoder"):
+        if len(cells) >= 4 and cells[0] in ("MuseTalk UNet > VAE", "Ditto warp > decoder", "MuseTalk tiny render",
+                                            "Ditto tiny render"):
             rows.setdefault((cells[0], re.sub(r" \(built for .*\)", "", cells[1])), []).append(cells)
     for family in ("MuseTalk UNet > VAE", "Ditto warp > decoder"):
         fp32 = rows[(family, "eager fp32")]
@@ -32,6 +33,13 @@ def test_gpu_check_runs_on_the_cpu_and_names_what_it_could_not_run():
         # what cannot run on a CPU is named, not dropped
         assert rows[(family, "cudagraphs bf16")][0][3].startswith("not run [")
         assert rows[(family, "tensorrt (bf16 weights)")][0][3].startswith("not run [")
+    # the real render loops on the tiny models, 13 frames at batch 4: eager is the reference, ONNX Runtime renders
+    # the same frames within rounding, the GPU backends are named
+    for family in ("MuseTalk tiny render", "Ditto tiny render"):
+        eager, ort = rows[(family, "eager fp32")][0], rows[(family, "onnxruntime")][0]
+        assert eager[3] == "13 frames" and float(eager[9]) == 0.0 and float(eager[5]) > 0
+        assert ort[3] == "13 frames" and float(ort[9]) < 5e-3, ort
+        assert rows[(family, "tensorrt")][0][3].startswith("not run [")
     assert re.search(r"^\[\d\] not run: cudagraphs: CUDA graphs need a CUDA GPU", out, re.M)
     assert re.search(r"^\[\d\] not run: tensorrt: TensorRT", out, re.M)
     assert re.search(r"^  (missing|present): tensorrt", out, re.M)
