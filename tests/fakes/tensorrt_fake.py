@@ -49,7 +49,6 @@ import json
 import sys
 import types
 import weakref
-from pathlib import Path
 
 import numpy as np
 import torch

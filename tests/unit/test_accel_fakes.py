@@ -18,9 +18,17 @@ import torch
 from engines.accel import BuildOptions, accelerate, cosine, graphs, network, onnx_export
 from engines.accel import tensorrt as trt_backend
 from engines.common.cache import ContentCache
+from engines.ditto.pipeline import DittoPipeline
+from engines.musetalk.accel import accelerate_musetalk
+from engines.musetalk.avatar import build_avatar
+from engines.musetalk.lipsync import LipSyncSettings, lipsync
+from engines.musetalk.loader import load_musetalk
 from tests.fakes.cuda_fake import NO_CAPTURE_REPLAY, NON_DEFAULT, FakeCuda
 from tests.fakes.tensorrt_fake import DEFAULT_STREAM_WARNING, FakeTensorRT
+from tests.fixtures.tiny_musetalk import speech_like
 from tests.unit.test_accel import Toy, toy_net
+# the tiny models and eager renders, shared with the GPU-path tests (module-scoped fixtures)
+from tests.unit.test_accel_gpu_path import _dt_chain, dt_dir, dt_fp32, mt_dir, mt_loop  # noqa: F401
 
 
 @pytest.fixture()
@@ -261,13 +269,6 @@ def test_compiled_static_shapes_see_only_the_built_batches(opts, monkeypatch):
 
 
 # -- whole renders through the fakes, frame counts that are not multiples of the batch ---------------------------
-from tests.unit.test_accel_gpu_path import _dt_chain, dt_dir, dt_fp32, mt_dir, mt_loop  # noqa: E402,F401
-from engines.ditto.pipeline import DittoPipeline  # noqa: E402
-from engines.musetalk.accel import accelerate_musetalk  # noqa: E402
-from engines.musetalk.avatar import build_avatar  # noqa: E402
-from engines.musetalk.lipsync import LipSyncSettings, lipsync  # noqa: E402
-from engines.musetalk.loader import load_musetalk  # noqa: E402
-from tests.fixtures.tiny_musetalk import speech_like  # noqa: E402
 
 
 def _render_opts(tmp_path, batches):
