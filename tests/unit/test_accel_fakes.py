@@ -349,3 +349,19 @@ def test_an_fp16_engine_that_overflows_is_refused_and_not_stored(trt, opts):
     runner = accelerate(net, "tensorrt", opts)
     assert runner.backend == "eager" and "engine differs from eager fp32" in runner.summary, runner.summary
     assert not list(opts.engine_root.glob("*.engine"))
+
+
+def test_tensorrt_runner_never_ignores_a_refusal(trt, opts):
+    """TensorRT answers a bad shape with False and keeps the old one (stale bindings if ignored): the runner raises.
+    An engine without one of the network's tensor names is refused at load, named, and eager runs."""
+    net = toy_net()
+    runner = accelerate(net, "tensorrt", opts)
+    runner(torch.randn(2, 3, 16, 16), torch.ones(2))
+    with pytest.raises(RuntimeError, match="TensorRT refused shape .2, 3, 16, 17. for input 'x'"):
+        runner.fn(torch.randn(2, 3, 16, 17), torch.ones(2))
+    renamed = toy_net()
+    renamed.input_names = ("image", "scale")                 # the stored engine's graph says "x"
+    data = next(opts.engine_root.glob("*.engine")).read_bytes()
+    with pytest.raises(trt_backend.TensorRTUnavailable, match=re.escape("the engine has no tensor(s) ['image']")):
+        trt_backend.TensorRTRunner(trt_backend.TensorRT(trt.module, trt.version), data, renamed, torch.float32,
+                                   opts.batches, renamed.device)
