@@ -45,13 +45,17 @@ def build_options(batch: int) -> BuildOptions:
 
 
 class Accelerated:
-    """Mixed into a model handle: runners built once per key (device, batch, which networks), summaries kept."""
+    """Mixed into a model handle: the runners of one group of networks (a renderer's, Ditto Motion's) built for the
+    key of the run at hand (device, batch or guidance: what the runners are fixed to), summaries kept. A run with
+    another key builds again and the group's old runners are dropped (a CUDA graph's pool goes with its runner), so
+    a handle never holds runners for keys no longer in use, nor answers "ready" with runners built for another."""
 
     backend = "eager"
 
-    def runners_for(self, key: tuple, batch: int, build: Callable[[BuildOptions], list]) -> list[str]:
+    def runners_for(self, key: tuple, batch: int, build: Callable[[BuildOptions], list],
+                    group: str = "render") -> list[str]:
         built = self.__dict__.setdefault("_accel_built", {})
-        if key not in built:
+        if group not in built or built[group][0] != key:
             # engines/accel logs each network's choice once (with its reason); the node's summary repeats it
-            built[key] = build(build_options(batch))
-        return built[key]
+            built[group] = (key, build(build_options(batch)))
+        return built[group][1]

@@ -16,6 +16,7 @@ from ..engines.common.errors import InputError
 from ..engines.common.frames import FrameStream, image_from_bytes
 from ..engines.common.images import check_image_batch
 from ..engines.common.loop_modes import DITTO_LEGACY_LOOP_MODES, DITTO_LOOP_MODES
+from ..engines.ditto.accel import RENDER, accelerate_ditto
 from ..engines.ditto.audio_features import SAMPLE_RATE, check_length
 from ..engines.ditto.keypoints import DriveSettings
 from ..engines.ditto.living import LivingSettings
@@ -42,7 +43,8 @@ BLINKS = ("off", "random", "fixed", "natural")
 class DittoHandle(comfy_bridge.ManagedModel, Accelerated):
     """What flows on a BROADCAST_DITTO_MODEL link: the pipeline, its networks behind ComfyUI's model management;
     `ready()` gives ``(pipeline, device)``; `ready_for(batch)` also builds the runners of the loader's `backend` for
-    LMDM and the renderer networks (engines/accel), once per device and render batch."""
+    the renderer networks (engines/accel) for that device and render batch, `ready_for_motion(guidance)` LMDM's for
+    that device and guidance weight."""
 
     def __init__(self, pipeline: DittoPipeline, name: str, backend: str = "auto"):
         super().__init__(pipeline.nets, name, engine=pipeline)
@@ -50,9 +52,22 @@ class DittoHandle(comfy_bridge.ManagedModel, Accelerated):
         self.summary: list[str] = []
 
     def ready_for(self, batch: int) -> tuple[DittoPipeline, object]:
+        """Ready to render at `batch` frames per call: the renderer's networks' runners for that batch."""
         pipeline, device = self.ready()
-        self.summary = self.runners_for((str(device), int(batch)), batch,
-                                        lambda opts: pipeline.accelerate(self.backend, opts))
+        self.summary = self.runners_for(
+            (str(device), int(batch)), batch,
+            lambda opts: accelerate_ditto(pipeline.nets, self.backend, opts, weights_id=pipeline.fingerprint,
+                                          which=RENDER))
+        return pipeline, device
+
+    def ready_for_motion(self, guidance: float) -> tuple[DittoPipeline, object]:
+        """Ready to sample motion with `guidance`: LMDM's runner for this run's shapes (one window per call) and
+        guidance weight (baked into the network), built before the first window, not after a Render built one."""
+        pipeline, device = self.ready()
+        self.motion_summary = self.runners_for(
+            (str(device), float(guidance)), 1,
+            lambda opts: accelerate_ditto(pipeline.nets, self.backend, opts, guidance=float(guidance),
+                                          weights_id=pipeline.fingerprint, which=("lmdm",)), group="motion")
         return pipeline, device
 
     def ready(self) -> tuple[DittoPipeline, object]:
@@ -273,11 +288,11 @@ class BroadcastDittoMotion(io.ComfyNode):
     def execute(cls, ditto_model, avatar, audio_features, steps_preset, custom_steps, seed, emotion, drive_eyes,
                 blinks, blink_gap, delta_pitch, delta_yaw, delta_roll, pose_smoothing, loop_mode,
                 blinks_per_minute=17.0, saccades=False, emotion_steering=0.0, head_lock=False) -> io.NodeOutput:
-        pipeline, _ = ditto_model.ready()
         steps = int(custom_steps) if steps_preset == "custom" else int(steps_preset)
-        settings = pipeline.motion_settings(steps=steps, seed=int(seed), emotion=emotion,
-                                            pose_smoothing=int(pose_smoothing),
-                                            emotion_steering=float(emotion_steering))
+        settings = ditto_model.engine.motion_settings(steps=steps, seed=int(seed), emotion=emotion,
+                                                      pose_smoothing=int(pose_smoothing),
+                                                      emotion_steering=float(emotion_steering))
+        pipeline, _ = ditto_model.ready_for_motion(settings.guidance)     # LMDM's runner for this run's guidance
         living = None
         if blinks == "natural" or saccades:
             living = LivingSettings(blinks=blinks == "natural", blinks_per_minute=float(blinks_per_minute),

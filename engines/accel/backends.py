@@ -24,16 +24,19 @@ from ..common.cache import ContentCache
 from ..common.errors import InputError
 from ..common.onnx import onnx_session
 from . import tensorrt as trt_backend
+from . import network
+from .graphs import GraphRunner
 from .network import Network, Preference, as_tuple, place
-from .onnx_export import export_onnx
+from .onnx_export import export_key, export_onnx
 from .precision import name_of
+from .shapes import run_fixed
 
 log = logging.getLogger("broadcast_avatar.accel")
 
 BACKENDS = ("auto", "eager", "compile", "cudagraphs", "onnxruntime", "tensorrt")
 # `auto`, fastest first, per device type, for networks that declare no `Preference` of their own for it. CUDA: the
-# posts' order (TensorRT, then graph-captured eager), to be confirmed by benchmarks/gpu_accel.py (it prints the
-# fastest per group beside this order). CPU: eager, except where a network declares a measured order (MuseTalk's
+# posts' order (TensorRT, then graph-captured eager), to be confirmed by benchmarks/gpu_check.py (it prints every
+# backend per network beside this order). CPU: eager, except where a network declares a measured order (MuseTalk's
 # UNet: ONNX Runtime, docs/accel.md); onnxruntime and compile stay one explicit choice away for the others.
 AUTO_ORDER = {"cuda": ("tensorrt", "cudagraphs", "eager"), "cpu": ("eager",)}
 AUTO_WHY = {"cuda": "the GPU order from the source posts (TensorRT, then CUDA graphs)",
@@ -72,8 +75,14 @@ class Runner:
     placed: bool = False                              # fn places its own inputs (TensorRT, ONNX Runtime on CUDA)
     asked: str = ""                                   # the backend the caller asked for ("auto" or this one)
     why: str = ""                                     # auto: the order it tried and the reason for that order
+    fixed: tuple = ()                                 # the only batch sizes fn may see (fixed-shape backends)
 
     def __call__(self, *inputs):
+        if self.fixed:          # the one shape policy (shapes.py): pad a short batch, split a long one, crop
+            return run_fixed(self._run, self.fixed, inputs)
+        return self._run(*inputs)
+
+    def _run(self, *inputs):
         if self.placed:
             return self.fn(*inputs)
         return self.fn(*place(inputs, self.net.device, self.dtype, self.channels_last))
@@ -99,6 +108,10 @@ def _channels_last(net: Network, opts: BuildOptions) -> bool:
     return net.convolutional and net.device.type == "cuda"
 
 
+def _fixed(opts: BuildOptions) -> tuple:
+    return tuple(sorted({int(b) for b in opts.batches}))
+
+
 def build_eager(net: Network, opts: BuildOptions) -> Runner:
     cl = _channels_last(net, opts)
     if cl:
@@ -110,52 +123,19 @@ def build_compile(net: Network, opts: BuildOptions) -> Runner:
     cl = _channels_last(net, opts)
     if cl:
         net.module.to(memory_format=torch.channels_last)
-    # dynamic=False: the callers pad every call to fixed batch sizes, so one graph per batch and no guards on shapes
+    # dynamic=False: the shape policy (shapes.py) calls it only at the built batch sizes: one graph per batch
     compiled = torch.compile(net.module, dynamic=False, backend=opts.compiler)
-    return Runner("compile", compiled, net, net.dtype, cl, detail=opts.compiler)
-
-
-class _GraphRunner:
-    """One captured CUDA graph per batch size, replayed on static input buffers."""
-
-    def __init__(self, net: Network, dtype: torch.dtype, channels_last: bool):
-        self.net, self.dtype, self.cl = net, dtype, channels_last
-        self.graphs: dict = {}
-
-    def _capture(self, inputs):
-        static = [x.clone() for x in inputs]
-        side = torch.cuda.Stream(inputs[0].device)
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side), torch.inference_mode():
-            for _ in range(3):                       # warm-up: cuDNN autotuning and lazy allocations
-                self.net.module(*static)
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph), torch.inference_mode():
-            out = as_tuple(self.net.module(*static))
-        return graph, static, out
-
-    def __call__(self, *inputs):
-        # the weights' address is part of the key: a graph replays fixed pointers, so weights that ComfyUI moved
-        # (offloaded and loaded back) mean a new capture, never a replay reading freed memory
-        key = (self.net.parameter().data_ptr(), *((tuple(x.shape), x.dtype) for x in inputs))
-        if key not in self.graphs:
-            self.graphs[key] = self._capture(inputs)
-        graph, static, out = self.graphs[key]
-        for s, x in zip(static, inputs):
-            s.copy_(x)
-        graph.replay()
-        res = tuple(o.clone() for o in out)
-        return res[0] if len(res) == 1 else res
+    return Runner("compile", compiled, net, net.dtype, cl, detail=opts.compiler, fixed=_fixed(opts))
 
 
 def build_cudagraphs(net: Network, opts: BuildOptions) -> Runner:
-    if net.device.type != "cuda":
+    if not network.is_gpu(net.device):
         raise BackendUnavailable(f"CUDA graphs need a CUDA GPU; this network runs on {net.device}")
     cl = _channels_last(net, opts)
     if cl:
         net.module.to(memory_format=torch.channels_last)
-    return Runner("cudagraphs", _GraphRunner(net, net.dtype, cl), net, net.dtype, cl, detail="captured per batch")
+    return Runner("cudagraphs", GraphRunner(net), net, net.dtype, cl, detail="captured per batch",
+                  fixed=_fixed(opts))
 
 
 _ORT_TYPES = {torch.float32: "float32", torch.float16: "float16", torch.int64: "int64", torch.int32: "int32"}
@@ -230,26 +210,59 @@ def build_onnxruntime(net: Network, opts: BuildOptions) -> Runner:
     return Runner("onnxruntime", _OrtRunner(session, net, dtype, cuda), net, dtype, detail=detail, placed=True)
 
 
+def tensorrt_dtype(weights: torch.dtype) -> torch.dtype:
+    """The engine's precision for weights in `weights`: fp32 for fp32, fp16 for any 16-bit float. TensorRT 11 takes
+    precision only from the ONNX dtypes, and bf16 engines are neither built by the pack nor needed: fp16 has more
+    mantissa than bf16, and the parity gate (`build_tensorrt`) refuses an fp16 engine whose range falls short."""
+    return torch.float32 if weights == torch.float32 else torch.float16
+
+
 def build_tensorrt(net: Network, opts: BuildOptions) -> Runner:
-    if net.dtype == torch.bfloat16:
-        raise BackendUnavailable("the pack builds TensorRT engines in fp32 or fp16; choose one of those")
     try:
         trt = trt_backend.probe(net.device)
     except trt_backend.TensorRTUnavailable as exc:
         raise BackendUnavailable(str(exc)) from None
     if opts.engine_root is None:
         raise BackendUnavailable("no engine folder was given (models/broadcast_tensorrt)")
-    art = export_onnx(net, max(opts.batches), opts.cache)
-    precision = name_of(net.dtype)
-    key = trt_backend.engine_key(trt.version, net.device, net.name, precision, opts.batches, art.sha256)
+    dtype = tensorrt_dtype(net.dtype)
+    trace, smallest = max(opts.batches), min(opts.batches)
+    # keyed on what the export would be made from (weights' fingerprint, shapes, exporter): a hit exports nothing
+    key = trt_backend.engine_key(trt.version, net.device, net.name, name_of(dtype), opts.batches,
+                                 export_key(net, dtype, trace))
+    gate: dict = {}
+
+    def reference(module_fp32) -> None:
+        """In another precision than the weights', the engine must match eager fp32 (on the export's CPU copy)."""
+        gate["sample"] = net.example(smallest)
+        with torch.inference_mode():
+            gate["ref"] = as_tuple(module_fp32(*place(gate["sample"], torch.device("cpu"), torch.float32)))
+
+    def export() -> Path:
+        return export_onnx(net, trace, opts.cache, dtype, reference if dtype != net.dtype else None).path
+
+    def accept(data: bytes) -> None:
+        if "ref" not in gate:
+            return
+        got = as_tuple(trt_backend.TensorRTRunner(trt, data, net, dtype, opts.batches, net.device)(*gate["sample"]))
+        cos = min(cosine(r, g) for r, g in zip(gate["ref"], got))
+        if not cos >= PARITY_MIN:
+            raise trt_backend.TensorRTUnavailable(
+                f"its {name_of(dtype)} engine differs from eager fp32 (cosine {cos:.5f} < {PARITY_MIN}); not kept")
+        gate["cos"] = cos
+
     try:
-        data = trt_backend.load_or_build(trt, Path(opts.engine_root), key, art.path, opts.batches, log.info,
-                                         opts.progress)
-        runner = trt_backend.TensorRTRunner(trt, data, net, net.dtype, opts.batches, net.device)
+        data = trt_backend.load_or_build(trt, Path(opts.engine_root), key, export, opts.batches, log.info,
+                                         opts.progress, accept)
+        runner = trt_backend.TensorRTRunner(trt, data, net, dtype, opts.batches, net.device)
     except trt_backend.TensorRTUnavailable as exc:
         raise BackendUnavailable(str(exc)) from None
     path = trt_backend.engine_path(Path(opts.engine_root), key)
-    return Runner("tensorrt", runner, net, net.dtype, detail=f"{runner.detail}, {path.name}", placed=True)
+    detail = f"{runner.detail}, {path.name}"
+    if dtype != net.dtype:
+        detail += f", {name_of(dtype)} engine for {name_of(net.dtype)} weights"
+        if "cos" in gate:
+            detail += f", cos {gate['cos']:.6f} vs fp32 when built"
+    return Runner("tensorrt", runner, net, dtype, detail=detail, placed=True, fixed=_fixed(opts))
 
 
 BUILDERS = {"eager": build_eager, "compile": build_compile, "cudagraphs": build_cudagraphs,

@@ -74,6 +74,12 @@ class Network:
         return self.weights_id
 
 
+def is_gpu(device) -> bool:
+    """The one test of "this runs on a CUDA GPU" for the GPU-only backends (CUDA graphs, TensorRT). The tests'
+    contract fakes of those APIs (tests/fakes) stand the CPU in for the GPU by replacing this, and only this."""
+    return torch.device(device).type == "cuda"
+
+
 def place(inputs: Sequence, device: torch.device, dtype: torch.dtype, channels_last: bool = False) -> tuple:
     """Floating inputs to (device, dtype), integer ones to device only; 4-D ones channels-last when asked."""
     out = []

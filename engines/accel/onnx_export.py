@@ -15,6 +15,7 @@ Choices (measured on torch 2.9 / onnx 1.23 / onnxruntime 1.32, see docs/accel.md
 from __future__ import annotations
 
 import atexit
+import copy
 import hashlib
 import logging
 import os
@@ -23,7 +24,7 @@ import tempfile
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 import torch
 
@@ -91,26 +92,37 @@ def _scratch_cache() -> ContentCache:
     return _scratch
 
 
-def export_onnx(net: Network, batch: int = 1, cache: Optional[ContentCache] = None) -> OnnxArtifact:
-    """Export `net` in its current dtype (traced at `batch`, batch axis dynamic), or reuse the cached export."""
+def export_onnx(net: Network, batch: int = 1, cache: Optional[ContentCache] = None,
+                dtype: Optional[torch.dtype] = None,
+                before: Optional[Callable[[torch.nn.Module], None]] = None) -> OnnxArtifact:
+    """Export `net` in `dtype` (default: its weights'), traced at `batch` with the batch axis dynamic, or reuse the
+    cached export. In another dtype than the weights' (TensorRT's fp16 engine for bf16 weights) the export is made
+    from a CPU copy of the module, so the GPU never holds a second copy; `before(copy)` sees that copy in fp32
+    first (the fp32 reference of the engine's parity gate)."""
     import onnx
 
     cache = cache or _scratch_cache()
-    dtype = net.dtype
+    dtype = dtype or net.dtype
     key = export_key(net, dtype, batch)
     entry = cache.load(NAMESPACE, key, FORMAT_VERSION)
     if entry is not None and (entry.path / MODEL_FILE).is_file():
         return OnnxArtifact(entry.path / MODEL_FILE, entry.meta["sha256"], key, True)
     log.info("[Broadcast Avatar] %s: exporting to ONNX (%s, once per weights and shape profile; kept in %s)",
              net.name, name_of(dtype), cache.root)
-    inputs = place(net.example(batch), net.device, dtype)
+    module, device = net.module, net.device
+    if dtype != net.dtype or before is not None:
+        module, device = copy.deepcopy(net.module).to("cpu", torch.float32).eval(), torch.device("cpu")
+        if before is not None:
+            before(module)
+        module.to(dtype)
+    inputs = place(net.example(batch), device, dtype)
     cache.root.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".onnx-export-", dir=cache.root) as tmp:
         raw = Path(tmp) / "raw.onnx"
         axes = {n: {0: "batch"} for n in [*net.input_names, *net.output_names]}
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore")   # TracerWarnings about shape-dependent Python ints: shapes are fixed
-            torch.onnx.export(net.module, inputs, str(raw), input_names=list(net.input_names),
+            torch.onnx.export(module, inputs, str(raw), input_names=list(net.input_names),
                               output_names=list(net.output_names), dynamic_axes=axes, opset_version=OPSET,
                               do_constant_folding=True, dynamo=False)
         model = onnx.load(str(raw), load_external_data=True)

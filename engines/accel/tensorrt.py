@@ -33,6 +33,7 @@ from typing import Callable, Optional, Sequence
 
 import torch
 
+from . import network
 from .network import Network, as_tuple, place
 
 ENGINE_FORMAT = 1
@@ -64,7 +65,13 @@ def installed_version() -> Optional[str]:
 
 def probe(device: torch.device) -> TensorRT:
     """Import TensorRT and check it can start on `device`; raise `TensorRTUnavailable` naming the failure."""
-    device = torch.device(device)
+    trt = import_tensorrt()
+    require_gpu(trt, device)
+    return trt
+
+
+def import_tensorrt() -> TensorRT:
+    """The installed TensorRT module and its version, or `TensorRTUnavailable` saying what is missing."""
     if importlib.util.find_spec("tensorrt") is None:
         raise TensorRTUnavailable(f"TensorRT is not installed ({INSTALL_HINT})")
     dist = installed_version()
@@ -75,18 +82,22 @@ def probe(device: torch.device) -> TensorRT:
             f"the TensorRT {dist or ''} Python bindings are installed but its libraries are not "
             f"({type(exc).__name__}: {exc}); install the matching tensorrt-cu12-libs (or reinstall "
             f"tensorrt-cu12) from NVIDIA's package index".replace("TensorRT  ", "TensorRT ")) from None
-    version = str(getattr(trt, "__version__", dist or "unknown"))
-    if device.type != "cuda":
+    return TensorRT(trt, str(getattr(trt, "__version__", dist or "unknown")))
+
+
+def require_gpu(trt: TensorRT, device: torch.device) -> None:
+    """TensorRT runs only on a CUDA device, with a driver its libraries can start on."""
+    device = torch.device(device)
+    if not network.is_gpu(device):
         raise TensorRTUnavailable(f"TensorRT needs a CUDA GPU; this network runs on {device}")
-    if not torch.cuda.is_available():
+    if device.type == "cuda" and not torch.cuda.is_available():
         raise TensorRTUnavailable("TensorRT needs a CUDA GPU; PyTorch sees none (driver missing or too old)")
     try:
-        trt.Runtime(_logger(trt))
+        trt.module.Runtime(_logger(trt.module))
     except TypeError as exc:
         raise TensorRTUnavailable(
-            f"TensorRT {version}'s libraries load but cannot start on this GPU ({exc}): no usable CUDA driver, or "
-            "another custom node pack loaded a different libnvinfer first") from None
-    return TensorRT(trt, version)
+            f"TensorRT {trt.version}'s libraries load but cannot start on this GPU ({exc}): no usable CUDA driver, "
+            "or another custom node pack loaded a different libnvinfer first") from None
 
 
 _loggers: dict = {}
@@ -105,14 +116,16 @@ def network_flags(trt) -> int:
 
 
 def engine_key(trt_version: str, device: torch.device, network: str, precision: str, batches: Sequence[int],
-               onnx_sha256: str) -> dict:
-    """Everything an engine is only valid for. Hardware compatibility level is NONE, so the GPU's name counts too."""
+               graph_key: str) -> dict:
+    """Everything an engine is only valid for, known without exporting anything: `graph_key` is the ONNX export's
+    key (``onnx_export.export_key``: the weights' fingerprint, input shapes, opset, exporter version), so a cache
+    hit needs no ONNX file on disk. Hardware compatibility level is NONE, so the GPU's name counts too."""
     major, minor = torch.cuda.get_device_capability(device)
     return {
         "format": ENGINE_FORMAT, "network": network, "tensorrt": trt_version, "compute_capability": f"{major}.{minor}",
         "gpu": torch.cuda.get_device_name(device), "cuda": str(torch.version.cuda), "os": platform.system(),
         "arch": platform.machine(), "precision": precision, "batches": sorted(int(b) for b in batches),
-        "onnx_sha256": onnx_sha256, "hardware_compatibility": "none",
+        "graph": graph_key, "hardware_compatibility": "none",
     }
 
 
@@ -141,32 +154,69 @@ def foreign_engines(root: Path, key: dict) -> list[str]:
     return out
 
 
-def load_or_build(trt: TensorRT, root: Path, key: dict, onnx_path: Path, batches: Sequence[int],
-                  log: Callable[[str], None], progress: Optional[Callable[[int, int], None]] = None) -> bytes:
-    """The serialized engine for `key`: read from the cache, or built from `onnx_path` and stored."""
+_read_only_said: set = set()
+
+
+def load_or_build(trt: TensorRT, root: Path, key: dict, onnx: Callable[[], Path], batches: Sequence[int],
+                  log: Callable[[str], None], progress: Optional[Callable[[int, int], None]] = None,
+                  accept: Optional[Callable[[bytes], None]] = None) -> bytes:
+    """The serialized engine for `key`: read from the cache, or built from the ONNX export `onnx()` gives (called
+    only on a miss), checked by `accept(data)` (raises to refuse it: a refused engine is never stored) and stored. A folder that cannot be written (a read-only models folder on a shared drive) still
+    gives its hits; an engine built there is used for this session and one note says it could not be kept."""
     path = engine_path(root, key)
-    if path.is_file():
-        try:
-            stored = json.loads(path.with_suffix(".json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            stored = None
-        if stored == key:
-            return path.read_bytes()
-        log(f"{path.name}: its sidecar key does not match this machine; not loaded, rebuilding")
+    stored = read_engine(path, key, log)
+    if stored is not None:
+        return stored
     for line in foreign_engines(root, key):
         log(f"not loaded (another GPU, TensorRT version or graph): {line}")
     log(f"building TensorRT engine {path.name} (first use; this takes minutes)")
-    data = build_engine(trt.module, onnx_path, batches, progress)
-    root = Path(root)
-    root.mkdir(parents=True, exist_ok=True)
-    tmp = root / f".{path.name}.{uuid.uuid4().hex[:8]}.tmp"
+    data = build_engine(trt.module, onnx(), batches, progress)
+    if accept is not None:
+        accept(data)
     try:
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
-        path.with_suffix(".json").write_text(json.dumps(key, indent=1, sort_keys=True), encoding="utf-8")
-    finally:
-        tmp.unlink(missing_ok=True)
+        store_engine(path, key, data)
+    except OSError as exc:
+        if str(path.parent) not in _read_only_said:
+            _read_only_said.add(str(path.parent))
+            log(f"{path.parent} cannot be written ({type(exc).__name__}: {exc.strerror or exc}): the engines found "
+                "there are used, but a new one (this one) is built again in every session; build it once where "
+                "the folder is writable to keep it")
     return data
+
+
+def read_engine(path: Path, key: dict, log: Callable[[str], None]) -> Optional[bytes]:
+    """The engine stored at `path` if its sidecar holds exactly `key`; None (said why) otherwise. Reads only: a
+    read-only folder gives its hits, and nothing is deleted here."""
+    if not path.is_file():
+        return None
+    try:
+        stored = json.loads(path.with_suffix(".json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        log(f"{path.name}: its sidecar cannot be read ({type(exc).__name__}); not loaded, building")
+        return None
+    if stored != key:
+        log(f"{path.name}: its sidecar key does not match this machine; not loaded, rebuilding")
+        return None
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        log(f"{path.name} cannot be read ({type(exc).__name__}: {exc.strerror or exc}); building")
+        return None
+
+
+def store_engine(path: Path, key: dict, data: bytes) -> None:
+    """Write the engine, then its sidecar, each to a temporary name renamed into place (readers see both or the
+    old pair); raises OSError when the folder cannot be written."""
+    root = path.parent
+    root.mkdir(parents=True, exist_ok=True)
+    for target, payload in ((path, data), (path.with_suffix(".json"),
+                                           json.dumps(key, indent=1, sort_keys=True).encode("utf-8"))):
+        tmp = root / f".{target.name}.{uuid.uuid4().hex[:8]}.tmp"
+        try:
+            tmp.write_bytes(payload)
+            os.replace(tmp, target)
+        finally:
+            tmp.unlink(missing_ok=True)
 
 
 def build_engine(trt, onnx_path: Path, batches: Sequence[int],
@@ -219,8 +269,15 @@ _TORCH_DTYPES = {"FLOAT": torch.float32, "HALF": torch.float16, "BF16": torch.bf
                  "INT64": torch.int64, "BOOL": torch.bool, "INT8": torch.int8, "UINT8": torch.uint8}
 
 
+ALIGNMENT = 256          # TensorRT: "The pointer must have at least 256-byte alignment" (NvInferRuntime.h)
+
+
 class TensorRTRunner:
-    """Runs a deserialized engine on the network's inputs (CUDA tensors bound by address, one stream)."""
+    """Runs a deserialized engine on the network's inputs: CUDA tensors bound by address, executed on a stream of
+    its own ordered after the caller's work and before the caller's next (TensorRT warns that the default stream
+    costs extra synchronisation). Every shape and address the context refuses is an error here, never ignored:
+    TensorRT answers False and keeps the previous shape, which would run on stale bindings. Only the batch sizes
+    the engine has profiles for are accepted (the shape policy, ``shapes.py``, pads the others)."""
 
     backend = "tensorrt"
 
@@ -231,35 +288,65 @@ class TensorRTRunner:
         if self.engine is None:
             raise TensorRTUnavailable("the cached engine could not be deserialized (another TensorRT build wrote "
                                       "it); delete it to rebuild")
+        names = {self.engine.get_tensor_name(i) for i in range(self.engine.num_io_tensors)}
+        missing = [n for n in (*net.input_names, *net.output_names) if n not in names]
+        if missing:
+            raise TensorRTUnavailable(f"the engine has no tensor(s) {missing} (it holds {sorted(names)})")
         self.context = self.engine.create_execution_context()
         self.net, self.dtype, self.device = net, dtype, torch.device(device)
         self.profiles = {int(b): i for i, b in enumerate(sorted(batches))}
         self.detail = f"TensorRT {trt.version}"
+        self.out_dtypes = [_TORCH_DTYPES[str(self.engine.get_tensor_dtype(n)).split(".")[-1]]
+                           for n in net.output_names]
+        self.in_dtypes = {n: _TORCH_DTYPES[str(self.engine.get_tensor_dtype(n)).split(".")[-1]]
+                          for n in net.input_names}
         self._profile = None
+        self._stream = None
+
+    def _aligned(self, name: str, x: torch.Tensor) -> torch.Tensor:
+        """`x` as the engine takes it: its dtype, contiguous, on a 256-byte boundary (a row slice of a batch may
+        start anywhere)."""
+        want = self.in_dtypes[name]
+        x = x.to(self.device, want) if x.dtype != want or x.device != self.device else x
+        x = x.contiguous()
+        return x if x.data_ptr() % ALIGNMENT == 0 else x.clone()
 
     def __call__(self, *inputs):
         b = int(inputs[0].shape[0])
         if b not in self.profiles:
             raise ValueError(f"no TensorRT profile for batch {b} (built for {sorted(self.profiles)})")
-        stream = torch.cuda.current_stream(self.device)
+        caller = torch.cuda.current_stream(self.device)
+        if self._stream is None:
+            self._stream = torch.cuda.Stream(self.device)
+        stream = self._stream
+        stream.wait_stream(caller)                       # the inputs were written on the caller's stream
         if self._profile != b:
             self.context.set_optimization_profile_async(self.profiles[b], stream.cuda_stream)
             self._profile = b
-        xs = [x.contiguous() for x in place(inputs, self.device, self.dtype)]
+        xs = [self._aligned(n, x) for n, x in zip(self.net.input_names, place(inputs, self.device, self.dtype))]
         for name, x in zip(self.net.input_names, xs):
-            self.context.set_input_shape(name, tuple(x.shape))
-            self.context.set_tensor_address(name, x.data_ptr())
+            if not self.context.set_input_shape(name, tuple(x.shape)):
+                raise RuntimeError(f"TensorRT refused shape {tuple(x.shape)} for input {name!r} (see its message "
+                                   "above)")
+            self._bind(name, x)
         outs = []
-        for name in self.net.output_names:
+        for name, dtype in zip(self.net.output_names, self.out_dtypes):
             shape = tuple(self.context.get_tensor_shape(name))
-            dtype = _TORCH_DTYPES[str(self.engine.get_tensor_dtype(name)).split(".")[-1]]
+            if any(d < 0 for d in shape):
+                raise RuntimeError(f"TensorRT cannot size output {name!r} ({shape}) from the inputs")
             out = torch.empty(shape, dtype=dtype, device=self.device)
-            self.context.set_tensor_address(name, out.data_ptr())
+            self._bind(name, out)
             outs.append(out)
         if not self.context.execute_async_v3(stream.cuda_stream):
             raise RuntimeError("TensorRT execution failed (see the TensorRT messages above)")
+        caller.wait_stream(stream)                       # the caller reads the outputs, frees the inputs after this
         return outs[0] if len(outs) == 1 else tuple(outs)
 
+    def _bind(self, name: str, x: torch.Tensor) -> None:
+        if not self.context.set_tensor_address(name, x.data_ptr()):
+            raise RuntimeError(f"TensorRT refused the address of {name!r}")
 
-__all__ = ["TensorRTUnavailable", "probe", "engine_key", "engine_path", "load_or_build", "build_engine",
+
+__all__ = ["TensorRTUnavailable", "probe", "import_tensorrt", "require_gpu", "engine_key", "read_engine",
+           "store_engine", "engine_path", "load_or_build", "build_engine",
            "TensorRTRunner", "network_flags", "foreign_engines", "ENGINE_FOLDER", "as_tuple"]

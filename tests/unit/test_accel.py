@@ -305,7 +305,7 @@ def _key(monkeypatch, version="10.15.1", cc=(12, 0), gpu="NVIDIA GeForce RTX 509
     return trt_backend.engine_key(version, torch.device("cuda", 0), "musetalk_unet", "fp16", (4, 1), onnx)
 
 
-def test_engine_key_and_name_carry_version_gpu_precision_profile_and_onnx_hash(monkeypatch, tmp_path):
+def test_engine_key_and_name_carry_version_gpu_precision_profile_and_graph_key(monkeypatch, tmp_path):
     key = _key(monkeypatch)
     assert key["batches"] == [1, 4] and key["compute_capability"] == "12.0" and key["tensorrt"] == "10.15.1"
     name = trt_backend.engine_path(tmp_path, key).name
@@ -411,7 +411,7 @@ def test_engine_from_another_gpu_or_version_is_not_loaded_but_rebuilt(monkeypatc
     here = _key(monkeypatch, version="11.4.0.106", cc=(9, 0), gpu="NVIDIA H200")
     messages = []
     fake = trt_backend.TensorRT(FakeTRT(11), "11.4.0.106")
-    data = trt_backend.load_or_build(fake, root, here, tmp_path / "m.onnx", [1, 4], messages.append)
+    data = trt_backend.load_or_build(fake, root, here, lambda: tmp_path / "m.onnx", [1, 4], messages.append)
     assert data == b"ENGINE-11"
     assert any("not loaded" in m and old_path.name in m and "tensorrt '10.15.1' (here '11.4.0.106')" in m
                for m in messages)
@@ -421,10 +421,11 @@ def test_engine_from_another_gpu_or_version_is_not_loaded_but_rebuilt(monkeypatc
     assert not list(root.glob(".*.tmp"))
     # second use: read back, no build
     messages.clear()
-    assert trt_backend.load_or_build(fake, root, here, tmp_path / "m.onnx", [1, 4], messages.append) == b"ENGINE-11"
+    onnx = lambda: tmp_path / "m.onnx"        # noqa: E731
+    assert trt_backend.load_or_build(fake, root, here, onnx, [1, 4], messages.append) == b"ENGINE-11"
     assert not any("building" in m for m in messages)
     # a file under this name whose sidecar holds another key (copied from elsewhere) is rebuilt, not trusted
     new_path.with_suffix(".json").write_text(json.dumps(old))
     messages.clear()
-    trt_backend.load_or_build(fake, root, here, tmp_path / "m.onnx", [1, 4], messages.append)
+    trt_backend.load_or_build(fake, root, here, lambda: tmp_path / "m.onnx", [1, 4], messages.append)
     assert any("does not match this machine; not loaded, rebuilding" in m for m in messages)

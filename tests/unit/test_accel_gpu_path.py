@@ -239,3 +239,25 @@ def test_ditto_weights_elsewhere_mix_no_devices(dt_dir):
         pipeline.prepare_avatar(portrait(), AvatarSettings(), None)
     assert dict(audit.mixed) == {}
     assert sum(c.shape[0] for c in chunks) == len(motion.kp_driven)
+
+
+@pytest.mark.parametrize("guidance", [2.0, 3.5])
+def test_ditto_motion_runs_the_lmdm_runner_built_for_this_run(dt_dir, tmp_path, guidance):
+    """What the Motion node's handle builds before sampling (`ready_for_motion`): LMDM's runner at batch 1 and this
+    run's guidance; the first motion after the build runs through it (before: only a Render built one, at the
+    default guidance, so the first Motion ran eager)."""
+    pipeline = DittoPipeline(dt_dir)
+    summaries = accelerate_ditto(pipeline.nets, "onnxruntime", BuildOptions(batches=(4,), cache=ContentCache(tmp_path)),
+                                 guidance=guidance, weights_id=pipeline.fingerprint, which=("lmdm",))
+    runner = pipeline.nets.runners["lmdm"]
+    assert summaries[0].startswith(f"ditto_lmdm_g{guidance:g}: onnxruntime") and set(pipeline.nets.runners) == {"lmdm"}
+    calls = []
+    real = runner.fn
+    runner.fn = lambda *xs: (calls.append(xs[0].shape[0]), real(*xs))[1]
+    avatar, _ = pipeline.prepare_avatar(portrait(), AvatarSettings(), None)
+    wav, _ = to_mono(speech(0.6), 16000)
+    settings = MotionSettings(steps=2, seed=3, overlap=5, guidance=guidance)
+    eager = DittoPipeline(dt_dir).motion(avatar, pipeline.audio_features(wav, None), settings, DriveSettings(), wav)
+    motion = pipeline.motion(avatar, pipeline.audio_features(wav, None), settings, DriveSettings(), wav)
+    assert calls and set(calls) == {1}
+    assert np.abs(motion.motion - eager.motion).max() < 1e-3
