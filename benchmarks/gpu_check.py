@@ -293,15 +293,24 @@ def tiny_renders(rows: list, device: torch.device, batch: int, tmp: Path, deadli
 
 
 def host_path(rows: list, device: torch.device, quick: bool) -> None:
-    """OPTIONAL HOOK, NOT WIRED: the host-path measurement (decode, paste-back, encode around the networks) lives in
-    benchmarks/bench_host_path.py, written separately; when that module is present its importable measurement is to
-    be called here and its rows appended (the coordinator wires the call). Until then the table says so."""
-    if importlib.util.find_spec("benchmarks.bench_host_path") is None:
-        rows.append(("host path", "-", "-", "not run: benchmarks/bench_host_path.py is not in this checkout",
-                     *[""] * 6))
+    """The host path around the networks (loop bytes, window paste, bytes to the encoder's sink), measured by
+    benchmarks/bench_host_path.py's `measure_host_path` against its minimal reference (uint8 frame copy + window
+    blend) with the networks replaced by instant stand-ins; one row per family and frame size. --quick: one small
+    frame, 16 frames, one repeat (the code path, not a figure)."""
+    from benchmarks.bench_host_path import BATCH, SIZES, measure_host_path
+
+    sizes, frames, repeats = (((256, 144),), 16, 1) if quick else (SIZES, 96, 3)
+    try:
+        measured = measure_host_path(device=str(device), sizes=sizes, frames=frames, repeats=repeats)
+    except Exception as exc:
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        rows.append(("host path", "-", "-", f"not run: failed with {type(exc).__name__}: {text}"[:170], *[""] * 6))
         return
-    rows.append(("host path", "-", "-", "present but not wired yet (see host_path in benchmarks/gpu_check.py)",
-                 *[""] * 6))
+    for m in measured:
+        peak = m["gpu_peak_mib"] if m.get("gpu_peak_mib") is not None else m["growth_3x_mib"]
+        rows.append((f"host path {m['family']} {m['size']}", f"vs reference ({m['clock']} time)", BATCH,
+                     f"{m['ms']:.2f} ms/frame, ref {m['ref_ms']:.2f}, x{m['ratio']:.2f} (goal x{m['goal']})",
+                     f"{1000 / m['ms']:.0f}", "", "", f"{peak:.0f}" if peak is not None else "-", "", ""))
 
 
 def table(rows: list) -> str:
