@@ -14,6 +14,7 @@ Guarantees:
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import logging
@@ -184,7 +185,10 @@ class ContentCache:
                 raise ValueError("format version changed")
             tensors = load_safetensors_mmap(path / TENSORS_FILE, hold_lock=lock)
             lock = None                       # now owned by the mapping (released when its tensors are freed)
-            os.utime(path / META_FILE)        # least-recently-used order
+            try:
+                os.utime(path / META_FILE)    # least-recently-used order
+            except OSError:                   # a read-only cache (a shared drive): a hit all the same
+                pass
         except Exception:
             if lock is not None:
                 os.close(lock)
@@ -388,9 +392,15 @@ def _folder_bytes(folder: Path) -> int:
 
 
 def _open_lock(entry: Path, create: bool = True) -> Optional[int]:
-    """A file descriptor on the entry's lock file, or None if the entry is gone."""
+    """A file descriptor on the entry's lock file, or None if the entry is gone. In a read-only cache (a shared
+    drive mounted read-only) the file is opened for reading: a shared flock needs no write access."""
     try:
         return os.open(entry / LOCK_FILE, os.O_RDWR | (os.O_CREAT if create else 0), 0o644)
+    except OSError as exc:
+        if exc.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
+            return None
+    try:
+        return os.open(entry / LOCK_FILE, os.O_RDONLY)
     except OSError:
         return None
 

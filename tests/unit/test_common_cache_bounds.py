@@ -231,3 +231,47 @@ def test_an_entry_retired_right_after_its_rename_is_still_handed_to_its_writer(t
     gc.collect()
     store.sweep()                                 # and from the disk once its writer lets go
     assert not list((tmp_path / "ns").iterdir())
+
+
+def test_a_read_only_cache_gives_its_hits_and_retires_nothing(tmp_path, monkeypatch):
+    """A cache on a drive mounted read-only (several servers sharing one models folder): every write under it fails
+    with EROFS, as the kernel's read-only mount does (the suite runs as root, which no permission bit stops, so the
+    mount's rule is stood in for at the os calls the store uses). A hit must still load, and nothing may be
+    retired or evicted as 'corrupt'."""
+    import errno
+    import os
+
+    cache = ContentCache(tmp_path, max_bytes=None)
+    cache.store("ns", "k", 1, {"x": torch.arange(6.0)}, {"a": 1})
+    root = str(tmp_path)
+    real_open, real_utime, real_replace = os.open, os.utime, os.replace
+    write_flags = os.O_WRONLY | os.O_RDWR | os.O_CREAT
+
+    def under(path):
+        return str(path).startswith(root)
+
+    def ro_open(path, flags, *args, **kwargs):
+        if under(path) and flags & write_flags:
+            raise OSError(errno.EROFS, "Read-only file system", str(path))
+        return real_open(path, flags, *args, **kwargs)
+
+    def ro_utime(path, *args, **kwargs):
+        if under(path):
+            raise OSError(errno.EROFS, "Read-only file system", str(path))
+        return real_utime(path, *args, **kwargs)
+
+    def ro_replace(src, dst, *args, **kwargs):
+        if under(src) or under(dst):
+            raise OSError(errno.EROFS, "Read-only file system", str(src))
+        return real_replace(src, dst, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", ro_open)
+    monkeypatch.setattr(os, "utime", ro_utime)
+    monkeypatch.setattr(os, "replace", ro_replace)
+    entry = cache.load("ns", "k", 1)
+    assert entry is not None and torch.equal(entry.tensors["x"], torch.arange(6.0)) and entry.meta == {"a": 1}
+    del entry
+    gc.collect()
+    monkeypatch.undo()
+    assert sorted(p.name for p in (tmp_path / "ns").iterdir()) == ["k"]      # nothing retired
+    assert cache.load("ns", "k", 1) is not None
