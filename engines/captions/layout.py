@@ -82,8 +82,9 @@ _CLAUSE_END = re.compile(r"[,;:—][\"'»”)]*$")
 # How many spoken characters a written character stands for: figures and symbols are read as words.
 _SPOKEN_CHARS = {**{d: 4 for d in "0123456789"}, "%": 9, "$": 7, "€": 5, "£": 6, "&": 3, "+": 4, "=": 6, "@": 2}
 
-_CUT_COST = {"sentence": 0.0, "clause": 1.0, "before": 3.0, "plain": 6.0, "binds": 60.0}
-_CAPTION_COST = 4.0            # each extra caption: prefer fewer, fuller captions
+_CUT_COST = {"sentence": 0.0, "clause": 2.0, "before": 5.0, "plain": 10.0, "binds": 60.0}
+_CAPTION_COST = 3.0            # each extra caption: prefer fewer, fuller captions
+_CAPTION_CUT = 2.0             # a phrase split across two captions reads worse than across two lines
 _WIDOW_COST = 40.0             # one word alone on a line
 
 
@@ -258,8 +259,13 @@ def _chunk(words: Sequence[Word], profile: Profile, lang: str, cps: float, prefi
                 break
             lines, line_cost = found
             chars = sum(len(line) for line in lines)
-            cost = best[i][0] + line_cost + _CAPTION_COST + (0 if j == n else _CUT_COST[_cut_kind(texts, j - 1, lang)])
+            cut = 0.0 if j == n else _CAPTION_CUT * _CUT_COST[_cut_kind(texts, j - 1, lang)]
+            cost = best[i][0] + line_cost + _CAPTION_COST + cut
             cost += len(lines) - 1  # one line when one line will do
+            if j - i == 1 and n > 1:
+                cost += _WIDOW_COST  # one word alone in a caption
+            # A sentence that starts inside a line (not at a caption's or a line's start) is harder to follow.
+            cost += sum(1 for line in lines for w in line.split()[:-1] if _SENTENCE_END.search(w))
             room = (words[j].start if j < n else words[-1].end + profile.min_seconds) - words[i].start
             if room < profile.min_seconds + gap + 1e-9:
                 cost += 45.0  # cannot stay up the minimum time before the next caption: prefer a fuller one
