@@ -34,6 +34,9 @@ class CaptionPlan:
     soft_track: bool = True  # mov_text track inside the MP4
     burn_in: bool = False    # drawn onto the frames
     burn_style: str = "outline"
+    profile: str = "standard"  # the layout profile (its limits are what caption QC checks)
+    max_cps: float = 0.0     # the reading-speed limit asked for (0: the profile's)
+    fps: float = 25.0        # the frame grid the captions were timed on
 
     def soft_subtitles(self) -> Optional[SubtitleTrack]:
         if not self.soft_track:
@@ -85,4 +88,5 @@ def plan_captions(timing: CaptionTiming, settings: LayoutSettings, *, audio_samp
                              "an older PyAV", "Update it (python -m pip install -U av), or turn soft_track off "
                              "and keep the sidecar files.")
     cues = tuple(layout(timing, settings))
-    return CaptionPlan(cues, settings.language, bool(sidecars), bool(soft_track), bool(burn_in), burn_style)
+    return CaptionPlan(cues, settings.language, bool(sidecars), bool(soft_track), bool(burn_in), burn_style,
+                       settings.profile, float(settings.max_cps), float(settings.fps))

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
+from engines.qc import THRESHOLDS
 from scripts.run_workflow import output_files
 from tests.fixtures.tiny_omnivoice import install_tiny_omnivoice
 
@@ -45,6 +46,10 @@ def _graph(burn_in=False, language="auto", caption_audio=("4", 0)):
         "6": {"class_type": "EmptyImage", "inputs": {"width": 160, "height": 96, "batch_size": 400, "color": 0}},
         "7": {"class_type": "BroadcastExportVideo",
               "inputs": {**EXPORT, "images": ["6", 0], "audio": ["4", 0], "captions": ["5", 0]}},
+        "9": {"class_type": "BroadcastQC",
+              "inputs": {"fps": 25.0, "expected_text": "", "whisper_model": "(none)", "language": "",
+                         "loudness_preset": "streaming -14 LUFS", "channel_layout": "mono_or_stereo",
+                         **{t.name: t.default for t in THRESHOLDS}, "video": ["7", 0], "captions": ["5", 0]}},
     }
 
 
@@ -89,6 +94,10 @@ def test_speech_to_mp4_with_soft_track_and_sidecars(tiny, burn_in):
     shown = " ".join(text.replace("\n", " ") for *_, text in muxed)
     assert "42,5%" in shown and "US$ 3,2 M." in shown and "1,8%" in shown  # as written, not as spoken
     assert history["outputs"]["5"]["text"][0].startswith("1\n")  # the SRT preview
+    (verdict,) = history["outputs"]["9"]["broadcast_qc"]  # Broadcast QC read the same files back
+    checks = verdict["report"]["checks"]
+    assert checks["caption_tracks"]["status"] == "pass", checks["caption_tracks"]
+    assert checks["caption_lines"]["status"] == "pass" and checks["caption_speech"]["status"] != "skip"
     if burn_in:
         with av.open(video) as container:
             lit = max(frame.to_ndarray(format="rgb24").max() for frame in container.decode(video=0))
