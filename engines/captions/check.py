@@ -162,7 +162,8 @@ def _tracks(plan, video: Path) -> dict:
         if cues != want:
             problems.append(f"{name} differs ({len(cues)} cues read)")
     if not read and not problems:
-        return _check(SKIP, None, "", "", "no soft track or sidecar files asked for")
+        return _check(SKIP, None, "", "FFmpeg's mov_text / SubRip / WebVTT decoders",
+                      "no soft track or sidecar files asked for")
     return _check(FAIL if problems else PASS, len(problems), "every file reads back as the planned cues",
                   "FFmpeg's mov_text / SubRip / WebVTT decoders", "; ".join(problems) or
                   f"{read} files, {len(expected)} cues each, identical")
