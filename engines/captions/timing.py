@@ -28,18 +28,6 @@ class ClauseSpan:
 
 
 @dataclass(frozen=True)
-class Sentence:
-    """Written text with the speech that reads it: one or more clauses."""
-
-    start: float        # seconds: speech onset of its first clause
-    end: float          # seconds: end of speech of its last clause
-    written: str
-    spoken: str
-    speaker: str
-    clauses: tuple      # ((onset, end) seconds of each clause's speech)
-
-
-@dataclass(frozen=True)
 class CaptionTiming:
     sample_rate: int
     length: int         # samples of the audio these times belong to
@@ -49,21 +37,6 @@ class CaptionTiming:
     @property
     def duration(self) -> float:
         return self.length / self.sample_rate
-
-    def sentences(self) -> list:
-        """Clauses grouped by written text: a clause whose `written` is "" joins the one before it."""
-        out: list = []
-        rate = float(self.sample_rate)
-        for span in self.spans:
-            piece = (span.voice_start / rate, span.voice_end / rate)
-            if out and not span.written:
-                last = out[-1]
-                out[-1] = replace(last, end=max(last.end, piece[1]), spoken=f"{last.spoken} {span.spoken}",
-                                  clauses=last.clauses + (piece,))
-            else:
-                out.append(Sentence(piece[0], piece[1], span.written or span.spoken, span.spoken, span.speaker,
-                                    (piece,)))
-        return out
 
     def check_audio(self, samples: int, sample_rate: int, input_name: str = "audio") -> None:
         """Refuse audio whose length differs from the timed audio by more than one sample (at the lower rate)."""
