@@ -10,6 +10,7 @@ import pytest
 import soundfile as sf
 
 from engines.qc import THRESHOLDS
+from scripts.batch_jobs import output_items
 from scripts.run_workflow import output_files
 from tests.fixtures.tiny_omnivoice import install_tiny_omnivoice
 
@@ -87,6 +88,7 @@ def test_speech_to_mp4_with_soft_track_and_sidecars(tiny, burn_in):
     files = output_files(history, {"output": str(tiny.output_dir), "temp": str(tiny.temp_dir)}, "")
     video = files[-1]
     assert video.endswith(".mp4") and all(any(f.endswith(n) for f in files) for n in names)
+    assert set(names) <= {i["filename"] for i in output_items(history)}  # the batch runner copies them too
     muxed, language = _cues(video)
     srt, _ = _cues(tiny.output_dir / "captions" / names[0])
     vtt, _ = _cues(tiny.output_dir / "captions" / names[1])
