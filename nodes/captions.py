@@ -8,14 +8,17 @@ from __future__ import annotations
 
 from comfy_api.latest import io, ui
 
+from ..engines.captions import refine
 from ..engines.captions.burn import STYLES
 from ..engines.captions.layout import LANGUAGES, PROFILES, LayoutSettings
 from ..engines.captions.render import plan_captions
 from ..engines.captions.srt import srt_text
-from ..engines.common.audio import check_audio
+from ..engines.common.audio import check_audio, to_mono
+from ..engines.common.errors import InputError
 from . import core_features, types
-from .comfy_bridge import category
+from .comfy_bridge import category, progress
 from .inputs import validate
+from .tts_common import WHISPER_NONE, load_whisper, whisper_names
 
 CATEGORY = category("captions")
 AUTO = "auto"
@@ -69,6 +72,11 @@ class BroadcastCaptions(io.ComfyNode):
                 io.Combo.Input("burn_style", options=list(STYLES), default="outline",
                                tooltip="outline: white text with a black outline; box: white text on a 75 % "
                                        "opaque black box (busier backgrounds)."),
+                io.Combo.Input("whisper_model", options=[WHISPER_NONE] + whisper_names(), default=WHISPER_NONE,
+                               optional=True,
+                               tooltip="A local Whisper folder in models/whisper (never downloaded): its word times "
+                                       "move each caption's start to its first word (within 0.3 s). Needs 'audio'. "
+                                       "(none): the TTS timing alone, exact at every clause boundary."),
             ],
             outputs=[types.Captions.Output("captions", display_name="captions",
                                            tooltip="For Broadcast Export Video's captions input."),
@@ -82,16 +90,23 @@ class BroadcastCaptions(io.ComfyNode):
 
     @classmethod
     def execute(cls, caption_timing, profile, language, max_cps, fps, speaker_names, sidecars, soft_track, burn_in,
-                burn_style, audio=None) -> io.NodeOutput:
-        samples = rate = None
+                burn_style, audio=None, whisper_model=WHISPER_NONE) -> io.NodeOutput:
+        samples = rate = words = None
+        lang = getattr(caption_timing, "language", "") if language == AUTO else language
         if audio is not None:
             wave, rate = check_audio(audio, "audio")
             samples = int(wave.shape[-1])
-        lang = getattr(caption_timing, "language", "") if language == AUTO else language
+        if whisper_model and whisper_model != WHISPER_NONE:
+            if audio is None:
+                raise InputError("audio", "the mastered speech, for the Whisper model to hear", "nothing connected",
+                                 "Connect Audio Master's audio, or set whisper_model to (none).")
+            mono, _ = to_mono(audio, None, "audio")
+            words = lambda: refine.whisper_words(load_whisper(whisper_model), mono, rate, lang,  # noqa: E731
+                                                 progress(int(mono.size / rate // refine.WINDOW_S) + 1))
         settings = LayoutSettings(profile=profile, language=lang, fps=float(fps), max_cps=float(max_cps),
                                   speaker_names=bool(speaker_names))
         plan = plan_captions(caption_timing, settings, audio_samples=samples, audio_rate=rate, sidecars=sidecars,
-                             soft_track=soft_track, burn_in=burn_in, burn_style=burn_style)
+                             soft_track=soft_track, burn_in=burn_in, burn_style=burn_style, words=words)
         text = srt_text(plan.cues)
         return io.NodeOutput(plan, text, ui=ui.PreviewText(text))
 

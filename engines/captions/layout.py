@@ -290,8 +290,9 @@ def _turns(words: Sequence[Word]) -> list:
     return turns
 
 
-def layout(timing: CaptionTiming, settings: LayoutSettings = LayoutSettings()) -> list:
-    """The captions (`Cue`) for `timing`, by `settings`' profile; see the module docstring."""
+def layout(timing: CaptionTiming, settings: LayoutSettings = LayoutSettings(), asr_words: Sequence = ()) -> list:
+    """The captions (`Cue`) for `timing`, by `settings`' profile; see the module docstring. `asr_words`: ASR
+    ``(start, end, word)`` times that refine the caption starts (`refine.snap_starts`)."""
     profile = settings.check()
     lang = settings.language
     cps = float(settings.max_cps) or profile.cps(lang)
@@ -307,6 +308,10 @@ def layout(timing: CaptionTiming, settings: LayoutSettings = LayoutSettings()) -
         gap = profile.min_gap_frames / float(settings.fps)
         for lines, first, last in _chunk(turn, profile, lang, cps, prefix, gap):
             raw.append(Cue(first.start, last.end, lines, speaker))
+    if asr_words:
+        from .refine import snap_starts
+
+        raw = snap_starts(raw, asr_words)
     return retime(raw, profile, settings.fps, timing.duration)
 
 

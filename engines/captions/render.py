@@ -12,7 +12,7 @@ import os
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any, Callable, Iterable, Optional, Sequence
 
 from ..common.errors import InputError
 from ..export.subtitle_track import SubtitleTrack
@@ -69,8 +69,11 @@ class CaptionPlan:
 
 def plan_captions(timing: CaptionTiming, settings: LayoutSettings, *, audio_samples: Optional[int] = None,
                   audio_rate: Optional[int] = None, sidecars: bool = True, soft_track: bool = True,
-                  burn_in: bool = False, burn_style: str = "outline") -> CaptionPlan:
-    """Lay out `timing` by `settings` after checking it belongs to the given audio; see the module docstring."""
+                  burn_in: bool = False, burn_style: str = "outline",
+                  words: Optional[Callable[[], Sequence]] = None) -> CaptionPlan:
+    """Lay out `timing` by `settings` after checking it belongs to the given audio; see the module docstring.
+    `words`, when given, returns ASR word times (``(start, end, word)``, `refine.whisper_words`) that refine the
+    caption starts; it is called only once everything else has been checked."""
     if not isinstance(timing, CaptionTiming):
         raise InputError("caption_timing", "the caption_timing output of an OmniVoice Speak or Dialogue node",
                          type(timing).__name__)
@@ -87,6 +90,7 @@ def plan_captions(timing: CaptionTiming, settings: LayoutSettings, *, audio_samp
             raise InputError("soft_track", "a PyAV that encodes subtitles (SubtitleCodecContext.encode_subtitle)",
                              "an older PyAV", "Update it (python -m pip install -U av), or turn soft_track off "
                              "and keep the sidecar files.")
-    cues = tuple(layout(timing, settings))
+    settings.check()
+    cues = tuple(layout(timing, settings, words() if words is not None else ()))
     return CaptionPlan(cues, settings.language, bool(sidecars), bool(soft_track), bool(burn_in), burn_style,
                        settings.profile, float(settings.max_cps), float(settings.fps))

@@ -106,6 +106,24 @@ def test_speech_to_mp4_with_soft_track_and_sidecars(tiny, burn_in):
         assert lit > 200  # white text on the black frames
 
 
+def test_whisper_word_times_refine_the_captions(tiny):
+    import json
+
+    from tests.fixtures.tiny_whisper import install_tiny_whisper
+
+    folder = install_tiny_whisper(tiny.models_dir, "whisper-aligned")
+    config = json.loads((folder / "generation_config.json").read_text())
+    (folder / "generation_config.json").write_text(json.dumps({**config, "alignment_heads": [[0, 0]]}))
+    graph = _graph()
+    graph["5"]["inputs"]["whisper_model"] = "whisper-aligned"
+    history = tiny.run(graph, timeout=600)
+    names = [item["filename"] for item in history["outputs"]["7"]["captions"]]
+    muxed, _ = _cues(tiny.output_dir / "captions" / names[0].replace(".es.srt", ".mp4"))
+    assert muxed and muxed == _cues(tiny.output_dir / "captions" / names[0])[0]
+    (verdict,) = history["outputs"]["9"]["broadcast_qc"]
+    assert verdict["report"]["checks"]["caption_tracks"]["status"] == "pass"
+
+
 def test_bad_caption_inputs_name_the_input(tiny):
     sf.write(tiny.input_dir / "captions_other.wav", np.zeros(24000, np.float32), 24000)
     graph = _graph(caption_audio=("8", 0))

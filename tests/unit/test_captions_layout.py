@@ -148,3 +148,20 @@ def test_srt_and_webvtt_read_back_by_ffmpeg_give_the_same_cues(tmp_path):
     assert [(a, b) for a, b, _ in srt] == [(a, b) for a, b, _ in expected]
     # WebVTT's character references came back as & < >; SubRip has no escapes, so < > are written as ‹ ›.
     assert [t for *_, t in srt] == [t.replace("<", "‹").replace(">", "›") for *_, t in expected]
+
+
+def test_asr_word_onsets_move_caption_starts_to_their_first_word():
+    from engines.captions.refine import snap_starts
+
+    text = LONG["en"]
+    timing_ = speech_timing(split_sentences(text), "en")
+    plain = L.layout(timing_, L.LayoutSettings("standard", "en", fps=25))
+    # Word onsets 0.2 s after each TTS-estimated start (as if the estimate led the word), plus unrelated far ones.
+    words = [(c.start + 0.2, c.start + 0.5, "w") for c in plain] + [(c.start - 0.9, c.start - 0.8, "x") for c in plain]
+    refined = L.layout(timing_, L.LayoutSettings("standard", "en", fps=25), words)
+    for before, after in zip(plain, refined):
+        assert after.start == pytest.approx(before.start + 0.2, abs=1 / 25 + 1e-6)  # on the frame of the onset
+        assert after.lines == before.lines
+    check_rules(refined, L.PROFILES["standard"], "en", text)
+    # Nothing close enough: the TTS time stays.
+    assert snap_starts(plain, [(c.start + 0.6, c.start + 0.9, "w") for c in plain]) == plain
