@@ -32,6 +32,7 @@ FAMILIES = {
     "sam3": ("sam3", [("transformers", "transformers>=5.5,<6"), ("torchvision", "torchvision")]),
     "ditto": ("ditto", [("onnxruntime", "onnxruntime"), ("cv2", "opencv-python-headless<5")]),
     "qc": ("qc", [("av", "av"), ("scipy", "scipy"), ("pyloudnorm", "pyloudnorm"), ("PIL", "pillow")]),
+    "captions": ("captions", [("av", "av"), ("PIL", "pillow")]),
 }
 
 

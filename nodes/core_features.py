@@ -18,6 +18,7 @@ SEARCH_KEYWORDS: dict[str, tuple[str, ...]] = {
     "BroadcastOmniVoiceLoader": ("tts", "text to speech"),
     "BroadcastTextPrepare": ("tts", "script"),
     "BroadcastAudioMaster": ("loudness", "mastering"),
+    "BroadcastCaptions": ("subtitles", "srt", "webvtt", "closed captions"),
     "BroadcastMuseTalkLipSync": ("lip sync", "talking head", "avatar"),
     "BroadcastMuseTalkAvatar": ("avatar", "lip sync"),
     "BroadcastDittoRender": ("talking head", "lip sync", "avatar"),

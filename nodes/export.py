@@ -107,6 +107,10 @@ class BroadcastExportVideo(io.ComfyNode):
                              tooltip="AAC bitrate in kbit/s."),
                 io.Audio.Input("audio", optional=True,
                                tooltip="Optional soundtrack (one clip), muxed as AAC in the same pass."),
+                types.Captions.Input("captions", optional=True,
+                                     tooltip="From Broadcast Captions: its SRT + WebVTT files are written beside "
+                                             "the MP4, its soft track muxed and its burned-in text drawn in this "
+                                             "same pass."),
             ],
             outputs=[
                 io.Video.Output("video", display_name="video", tooltip="The written file as ComfyUI VIDEO."),
@@ -128,7 +132,8 @@ class BroadcastExportVideo(io.ComfyNode):
 
     @classmethod
     def execute(cls, images, fps, filename_prefix, encoder, preset, tune, rate_control, quality, bitrate_kbps,
-                gop_seconds, bit_depth, faststart, audio_mode, audio_bitrate_kbps, audio=None) -> io.NodeOutput:
+                gop_seconds, bit_depth, faststart, audio_mode, audio_bitrate_kbps, audio=None,
+                captions=None) -> io.NodeOutput:
         note = ""
         if isinstance(images, FrameStream):
             chunks, progress = images, None       # the renderer's own progress bar moves as its frames are encoded
@@ -147,7 +152,7 @@ class BroadcastExportVideo(io.ComfyNode):
                                   bit_depth=int(bit_depth), faststart=bool(faststart),
                                   audio_bitrate_kbps=int(audio_bitrate_kbps))
         video = stream_video(cls, chunks, fps, filename_prefix, audio, settings=settings, audio_mode=audio_mode,
-                             progress=progress)
+                             progress=progress, captions=captions)
         if note:
             video.ui["text"] = [f"{video.ui['text'][0]}\n{note}"]
         return io.NodeOutput(InputImpl.VideoFromFile(video.path), video.path, ui=video.ui)

@@ -216,7 +216,11 @@ class BroadcastOmniVoiceSpeak(io.ComfyNode):
                                         "accent (british accent...). Added to the cadence's items."),
             ],
             outputs=[io.Audio.Output("audio", display_name="audio"),
-                     io.String.Output("info", display_name="info")],
+                     io.String.Output("info", display_name="info"),
+                     types.CaptionTiming.Output("caption_timing", display_name="caption_timing",
+                                             tooltip="Where every sentence is heard in this audio, with the script "
+                                                     "as written: for Broadcast Captions (valid for this audio "
+                                                     "after Audio Master too).")],
         )
 
     @classmethod
@@ -252,7 +256,7 @@ class BroadcastOmniVoiceSpeak(io.ComfyNode):
         # A player in the node (the pack's web extension shows ui "audio" in every pack node) and the info line.
         shown = dict(ui.PreviewAudio(speech, cls=cls).as_dict())
         shown["text"] = [info]
-        return io.NodeOutput(speech, info, ui=shown)
+        return io.NodeOutput(speech, info, result.timing, ui=shown)
 
 
 class BroadcastVoiceMorph(io.ComfyNode):
@@ -340,7 +344,11 @@ class BroadcastOmniVoiceDialogue(io.ComfyNode):
             ],
             outputs=[io.Audio.Output("audio", display_name="audio"),
                      io.String.Output("turns", display_name="turns",
-                                      tooltip="JSON: speaker, start and end second, clause count of every turn.")],
+                                      tooltip="JSON: speaker, start and end second, clause count of every turn."),
+                     types.CaptionTiming.Output("caption_timing", display_name="caption_timing",
+                                             tooltip="Where every sentence is heard in this audio, with the script "
+                                                     "as written: for Broadcast Captions (valid for this audio "
+                                                     "after Audio Master too).")],
         )
 
     @classmethod
@@ -374,7 +382,8 @@ class BroadcastOmniVoiceDialogue(io.ComfyNode):
                                          level_match, progress(1))
         spans = [{"speaker": s, "start": a, "end": b, "clauses": n} for s, a, b, n in result.turns]
         audio = make_audio(result.samples, result.sample_rate)
-        return io.NodeOutput(audio, json.dumps(spans, indent=1), ui=with_audio_player(None, audio, cls))
+        return io.NodeOutput(audio, json.dumps(spans, indent=1), result.timing,
+                             ui=with_audio_player(None, audio, cls))
 
 
 NODES = [BroadcastOmniVoiceLoader, BroadcastVoicePrompt, BroadcastOmniVoiceSpeak, BroadcastVoiceMorph,

@@ -19,7 +19,8 @@ from ..engines.common.errors import InputError
 from ..engines.common.images import check_image_batch
 from ..engines.omnivoice import asr
 from ..engines.qc import DEFAULT_PRESET, LAYOUTS, LOUDNESS_PRESETS, THRESHOLDS, QCLimits, qc_file, qc_frames
-from . import comfy_bridge
+from ..engines.captions import check as caption_checks
+from . import comfy_bridge, types
 from .inputs import validate
 from .tts_common import WHISPER_NONE, load_whisper, whisper_names
 
@@ -90,6 +91,10 @@ class BroadcastQC(io.ComfyNode):
                                tooltip="Instead of a video: frames [frames, height, width, 3], measured as the "
                                        "export would encode them (BT.601 limited range)."),
                 io.Audio.Input("audio", optional=True, tooltip="The soundtrack that goes with 'images'."),
+                types.Captions.Input("captions", optional=True,
+                                     tooltip="From Broadcast Captions (the plan Export Video wrote): every caption "
+                                             "over speech, none over long silence, reading speed and line limits, "
+                                             "and the MP4 track and sidecar files read back as the same cues."),
             ],
             outputs=[
                 io.Boolean.Output("passed", display_name="passed", tooltip="True when no check failed."),
@@ -111,7 +116,7 @@ class BroadcastQC(io.ComfyNode):
 
     @classmethod
     def execute(cls, fps, expected_text, whisper_model, language, loudness_preset, channel_layout, video=None,
-                images=None, audio=None, **thresholds) -> io.NodeOutput:
+                images=None, audio=None, captions=None, **thresholds) -> io.NodeOutput:
         limits = QCLimits.from_values({**thresholds, "channel_layout": channel_layout, "language": language.strip()},
                                       loudness_preset)
         transcribe = _transcriber(whisper_model, language) if expected_text.strip() else None
@@ -128,6 +133,8 @@ class BroadcastQC(io.ComfyNode):
         else:
             raise InputError("video", "a VIDEO (Broadcast Export Video's output) or IMAGE frames + AUDIO",
                              "nothing connected", "Connect the exported video to 'video'.")
+        if captions is not None:
+            caption_checks.add_to_qc(result, caption_checks.check_captions(captions, _file_of(video)))
         log.info("Broadcast QC: %s%s", result.verdict, f" ({', '.join(result.failed)})" if result.failed else "")
         sheet = torch.from_numpy(result.sheet.astype(np.float32) / 255.0)[None]
         ui_dict = dict(ui.PreviewImage(sheet, cls=cls).as_dict())
@@ -148,6 +155,12 @@ class BroadcastQC(io.ComfyNode):
                              comfy_bridge.progress(int(parts.images.shape[0])))
         source = video.get_stream_source()
         return qc_file(source, limits, expected_text, transcribe, comfy_bridge.progress(1), "video")
+
+
+def _file_of(video):
+    """The file a VIDEO was read from (what caption QC reads the track and sidecars of), or None."""
+    source = video.get_stream_source() if isinstance(video, InputImpl.VideoFromFile) else None
+    return source if isinstance(source, str) else None
 
 
 NODES = [BroadcastQC]

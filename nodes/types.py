@@ -34,3 +34,8 @@ DittoMotion = io.Custom(PREFIX + "DITTO_MOTION")
 # A renderer's frames not rendered yet (engines/common/frames.FrameStream): MuseTalk Lip Sync / Ditto Render hand it
 # to Export Video, which pulls the chunks while it encodes, so a long clip never exists whole in memory.
 FrameStream = io.Custom(PREFIX + "FRAME_STREAM")
+
+# Captions: where each clause of the script is heard in the TTS output, with its written text (engines/captions/
+# timing.CaptionTiming), and the laid-out captions with the outputs chosen for them (engines/captions/plan).
+CaptionTiming = io.Custom(PREFIX + "CAPTION_TIMING")
+Captions = io.Custom(PREFIX + "CAPTIONS")

@@ -67,12 +67,14 @@ def workflow_metadata(hidden) -> dict:
 
 def stream_video(node_cls, chunks: Iterable[Any], fps: float, filename_prefix: str, audio: Optional[dict] = None,
                  *, settings: Optional[EncodeSettings] = None, audio_mode: str = "match_video",
-                 progress: Optional[Progress] = None) -> StreamedVideo:
+                 progress: Optional[Progress] = None, captions: Any = None) -> StreamedVideo:
     """Encode `chunks` (frame chunks, e.g. a renderer's generator) with the ComfyUI `audio` into the next
     ``<prefix>_NNNNN.mp4`` of the output folder, with `node_cls`'s workflow metadata; return the clip.
 
-    Everything that can be refused (encoder settings, frame rate, audio) is checked before the output folder is
-    touched.
+    `captions` (Broadcast Captions' plan) burns its text into the chunks as they pass, muxes its soft track in the
+    same pass and writes its sidecar files beside the MP4; they are listed in the UI output under "captions" (what
+    the headless and batch runners report with the video). Everything that can be refused (encoder settings, frame
+    rate, audio) is checked before the output folder is touched.
     """
     settings = (settings or EncodeSettings()).check()
     encode_settings.frame_rate(fps)
@@ -85,10 +87,18 @@ def stream_video(node_cls, chunks: Iterable[Any], fps: float, filename_prefix: s
             last[:] = [chunk[-1:].clone()]  # a copy: a view would keep the whole chunk alive
             yield chunk
 
+    subtitles = captions.soft_subtitles() if captions is not None else None
+    if captions is not None:
+        chunks = captions.frames(chunks, fps)
     result = write_stream(target.path, fps, remember_last(chunks), audio=track, settings=settings,
-                          audio_mode=audio_mode, progress=progress,
+                          audio_mode=audio_mode, progress=progress, subtitles=subtitles,
                           metadata=workflow_metadata(getattr(node_cls, "hidden", None)))
-    log.info("%s: %s", getattr(node_cls, "__name__", "Broadcast"), result.summary())
+    sidecars = captions.write_sidecars(result.path) if captions is not None else []
+    summary = result.summary() + "".join(f"; {p.name}" for p in sidecars)
+    log.info("%s: %s", getattr(node_cls, "__name__", "Broadcast"), summary)
     shown = dict(ui.PreviewVideo([ui.SavedResult(target.filename, target.subfolder, io.FolderType.output)]).as_dict())
-    shown["text"] = [result.summary()]
+    shown["text"] = [summary]
+    if sidecars:
+        shown["captions"] = [dict(ui.SavedResult(p.name, target.subfolder, io.FolderType.output))
+                             for p in sidecars]
     return StreamedVideo(str(result.path), result, last[0] if last else None, shown)

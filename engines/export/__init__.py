@@ -9,10 +9,11 @@ from .audio_track import AudioTrack
 from .encoders import choose_encoder, probe_encoder, reset_probe_cache
 from .paths import OutputName, check_prefix, next_output
 from .settings import AUDIO_MODES, ENCODER_CHOICES, PRESET_CHOICES, RATE_CONTROLS, TUNE_CHOICES, EncodeSettings
+from .subtitle_track import SubtitleTrack
 from .writer import ExportResult, VideoWriter, split_frames, write_stream
 
 __all__ = [
-    "AudioTrack", "EncodeSettings", "ExportResult", "VideoWriter", "OutputName",
+    "AudioTrack", "EncodeSettings", "SubtitleTrack", "ExportResult", "VideoWriter", "OutputName",
     "AUDIO_MODES", "ENCODER_CHOICES", "PRESET_CHOICES", "RATE_CONTROLS", "TUNE_CHOICES",
     "check_prefix", "choose_encoder", "next_output", "probe_encoder", "reset_probe_cache", "split_frames",
     "write_stream",

@@ -30,6 +30,7 @@ from . import settings as encode_settings
 from .audio_track import AudioMuxer, AudioTrack, planned_frames, target_samples
 from .encoders import Probe, choose_encoder, warn_fallback
 from .frames import DeviceYUV, HostRGB, check_chunk, is_on_gpu, yuv_format
+from .subtitle_track import SubtitleMuxer, SubtitleTrack
 
 
 X265_MIN_SIZE = 64
@@ -57,6 +58,7 @@ class ExportResult:
     audio_mode: Optional[str]
     audio_seconds: Optional[float]
     audio_source_seconds: Optional[float]
+    subtitles: Optional[str] = None  # the soft subtitle track: "mov_text <language>, <cues> cues"
 
     @property
     def padded(self) -> bool:
@@ -80,6 +82,8 @@ class ExportResult:
             parts.append(f"{self.frames_dropped} frames after the end of the audio dropped")
         if self.frames_repeated:
             parts.append(f"last frame repeated {self.frames_repeated} times to cover the audio")
+        if self.subtitles:
+            parts.append(f"subtitles {self.subtitles}")
         return "; ".join(parts)
 
 
@@ -97,13 +101,15 @@ class VideoWriter:
         probe: encoder probe override (tests inject a failing one to force the fallback).
         conversion: "auto" (GPU frames converted to YUV on their device, CPU frames by swscale), "swscale", or
             "device" (the torch converter even for CPU frames).
+        subtitles: optional `SubtitleTrack`, muxed as a mov_text track in the same pass.
     """
 
     def __init__(self, path: os.PathLike | str, fps: float, *,
                  settings: Optional[encode_settings.EncodeSettings] = None,
                  audio: Optional[AudioTrack] = None, audio_mode: str = "match_video",
                  progress: Optional[Progress] = None, metadata: Optional[Mapping[str, Any]] = None,
-                 probe: Optional[Probe] = None, conversion: str = "auto"):
+                 probe: Optional[Probe] = None, conversion: str = "auto",
+                 subtitles: Optional[SubtitleTrack] = None):
         self.path = Path(path)
         self.rate = encode_settings.frame_rate(fps)
         self.settings = (settings or encode_settings.EncodeSettings()).check()
@@ -112,6 +118,8 @@ class VideoWriter:
         if conversion not in ("auto", "swscale", "device"):
             raise InputError("conversion", "auto, swscale or device", repr(conversion))
         self.audio = audio
+        self.subtitles = subtitles.check() if subtitles is not None else None
+        self._subtitle_mux: Optional[SubtitleMuxer] = None
         self.audio_mode = audio_mode
         self.progress = ensure(progress)
         self.metadata = dict(metadata or {})
@@ -174,6 +182,7 @@ class VideoWriter:
             if self._last is not None and self.audio is not None and self.audio_mode == "match_audio":
                 self._last = self._last.copy()  # own it: it may be a view of the caller's frames or a scratch buffer
             self._feed_audio()
+            self._feed_subtitles()
             self.progress.step(self._frames - done_before)
         except BaseException:
             self.abort()
@@ -203,6 +212,10 @@ class VideoWriter:
                 total = target_samples(self.audio, self.audio_mode, self._frames, self.rate)
                 self._audio_mux.finish(total)
                 audio_seconds = total / self.audio.sample_rate
+            subtitles = None
+            if self._subtitle_mux is not None:
+                cues = self._subtitle_mux.finish(self._frames / float(self.rate))
+                subtitles = f"mov_text {self.subtitles.language}, {cues} cues"
             self._container.close()
             self._container = None
             self._converter.close()
@@ -218,7 +231,7 @@ class VideoWriter:
             frames=self._frames, frames_dropped=self._dropped, frames_repeated=repeated,
             fps=float(self.rate), pix_fmt=self._stream.codec_context.pix_fmt,
             audio_mode=self.audio_mode if self.audio is not None else None, audio_seconds=audio_seconds,
-            audio_source_seconds=self.audio.seconds if self.audio is not None else None)
+            audio_source_seconds=self.audio.seconds if self.audio is not None else None, subtitles=subtitles)
         self._last = None
         return self.result
 
@@ -298,6 +311,8 @@ class VideoWriter:
         self._stream = stream
         if self.audio is not None:
             self._audio_mux = AudioMuxer(container, self.audio, self.settings.audio_bitrate_kbps)
+        if self.subtitles is not None:
+            self._subtitle_mux = SubtitleMuxer(container, self.subtitles)
         container.start_encoding()  # opens the encoders now, so a refusing NVENC is caught before any frame
         self._codec = codec
         self._host_format = host_format or self._converter.format
@@ -342,6 +357,10 @@ class VideoWriter:
         video_samples = int(self._frames * self.audio.sample_rate / self.rate)
         self._audio_mux.feed_until(min(video_samples, self.audio.length))
 
+    def _feed_subtitles(self) -> None:
+        if self._subtitle_mux is not None:
+            self._subtitle_mux.feed_until(self._frames / float(self.rate))
+
 
 def split_frames(frames: Any, size: int) -> Iterator[Any]:
     """`frames` ``[N, ...]`` as views of at most `size` frames each (a batch held whole, fed as chunks)."""
@@ -352,16 +371,17 @@ def split_frames(frames: Any, size: int) -> Iterator[Any]:
 def write_stream(path: os.PathLike | str, fps: float, chunks: Iterable[Any], *, audio: Optional[AudioTrack] = None,
                  settings: Optional[encode_settings.EncodeSettings] = None, audio_mode: str = "match_video",
                  progress: Optional[Progress] = None, metadata: Optional[Mapping[str, Any]] = None,
-                 **writer_options: Any) -> ExportResult:
+                 subtitles: Optional[SubtitleTrack] = None, **writer_options: Any) -> ExportResult:
     """The one way the pack writes a clip: encode every chunk `chunks` yields (``[N, H, W, 3|4]``, uint8 or float,
     CPU or GPU) with `audio`, in one pass, into `path`; return what was written.
 
     A renderer passes its generator of frame chunks, so no more than one chunk exists at a time; a node holding a
     whole batch passes ``split_frames(images, n)``. Anything raised while a chunk is made or encoded (a cancel
-    included) deletes the partial file. `writer_options` go to `VideoWriter` (``probe``, ``conversion``).
+    included) deletes the partial file. `subtitles` (a `SubtitleTrack`) is muxed as a soft track in the same pass.
+    `writer_options` go to `VideoWriter` (``probe``, ``conversion``).
     """
     with VideoWriter(path, fps, settings=settings, audio=audio, audio_mode=audio_mode, progress=progress,
-                     metadata=metadata, **writer_options) as writer:
+                     metadata=metadata, subtitles=subtitles, **writer_options) as writer:
         for chunk in chunks:
             writer.write(chunk)
     return writer.result

@@ -17,15 +17,16 @@ from __future__ import annotations
 
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from ..common.errors import InputError
 from ..common.progress import ensure
 from . import master
-from .joins import join_clauses
-from .speak import SpeakSettings, generate_clips
+from ..captions.timing import CaptionTiming, timing
+from .joins import join_with_spans
+from .speak import SpeakSettings, clause_spans, generate_clips
 from .text import JOIN_PAUSE, MAX_SUB_BATCH, PreparedText, prepare_text, sub_batches
 
 _TAG = re.compile(r"^\s*(?:\[(?P<bracket>[^\]\n]{1,40})\]|(?P<colon>[A-Za-zÀ-ÿ][\w .'-]{0,39}?)\s*:)\s*(?P<text>.*)$")
@@ -44,6 +45,7 @@ class DialogueResult:
     sample_rate: int
     turns: list              # (speaker, start second, end second, clause count)
     wall_seconds: float
+    timing: CaptionTiming = None  # every clause where it is heard, with its speaker and written text
 
 
 def parse_cast(text: str, input_name: str = "speakers") -> dict:
@@ -109,19 +111,27 @@ def speak_dialogue(loaded, turns: list, voices: dict, language: str, settings: S
                            settings, progress)
     wall = time.perf_counter() - t0
     sr = loaded.sample_rate
-    takes = []
+    takes, placed = [], []
     for k, prep in enumerate(prepared):
         own = [clips[i] for i in range(len(clips)) if owner[i] == k]
-        takes.append(join_clauses(own, prep.joins, sr).astype(np.float64))
+        take, spans = join_with_spans(own, prep.joins, sr)
+        takes.append(take.astype(np.float64))
+        placed.append(timing(clause_spans(own, spans, prep.clauses, prep.written, turns[k].speaker), sr,
+                             take.size, prep.language))
     if level_match:
         takes = _match_levels(takes, turns, sr)
-    samples, spans = takes[0], []
+    samples, spans, heard = takes[0], [], []
     for k, take in enumerate(takes):
+        offset = 0
         if k:
-            samples = join_clauses([samples, take], [JOIN_PAUSE], sr).astype(np.float64)
+            samples, ((_, kept), (offset, _)) = join_with_spans([samples, take], [JOIN_PAUSE], sr)
+            samples = samples.astype(np.float64)
+            heard = [replace(s, end=min(s.end, kept), voice_end=min(s.voice_end, kept)) for s in heard]
+        heard.extend(placed[k].shifted(offset, samples.size))
         begin = (samples.size - take.size) / sr  # the join keeps all of the new take after its seam
         spans.append((turns[k].speaker, round(begin, 3), round(samples.size / sr, 3), len(prepared[k].clauses)))
-    return DialogueResult(samples=samples.astype(np.float32), sample_rate=sr, turns=spans, wall_seconds=wall)
+    return DialogueResult(samples=samples.astype(np.float32), sample_rate=sr, turns=spans, wall_seconds=wall,
+                          timing=timing(heard, sr, samples.size, prepared[0].language))
 
 
 def _match_levels(takes: list, turns: list, sr: int) -> list:

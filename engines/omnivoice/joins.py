@@ -55,29 +55,48 @@ def rising_zero_crossing(x: np.ndarray, target: int, radius: int) -> int:
 
 def crossfade_join(a: np.ndarray, b: np.ndarray, sample_rate: int, fade_ms: float) -> np.ndarray:
     """`a` then `b`, overlapped by about `fade_ms` with an equal-power crossfade at zero crossings."""
+    return _crossfade(a, b, sample_rate, fade_ms)[0]
+
+
+def _crossfade(a: np.ndarray, b: np.ndarray, sample_rate: int, fade_ms: float) -> tuple:
+    """`crossfade_join`'s output, with where `b`'s sample 0 lands in it (``b[j]`` is ``out[offset + j]`` after
+    the overlap) and where `a`'s last kept sample ends (one past it)."""
     n = int(round(fade_ms * sample_rate / 1000.0))
     radius = int(round(SEARCH_MS * sample_rate / 1000.0))
     n = min(n, a.size // 2, b.size // 2)
     if n < 2:
-        return np.concatenate([a, b])
+        return np.concatenate([a, b]), a.size, a.size
     ca = rising_zero_crossing(a, a.size - n, radius)
     cb = rising_zero_crossing(b, 0, radius)
     overlap = min(a.size - ca, b.size - cb)
     w = (np.arange(overlap) + 0.5) / overlap
     mixed = a[ca:ca + overlap] * np.cos(0.5 * np.pi * w) + b[cb:cb + overlap] * np.sin(0.5 * np.pi * w)
-    return np.concatenate([a[:ca], mixed, b[cb + overlap:]])
+    return np.concatenate([a[:ca], mixed, b[cb + overlap:]]), ca - cb, ca + overlap
 
 
 def join_clauses(clips: Sequence[np.ndarray], joins: Sequence[str], sample_rate: int) -> np.ndarray:
     """Join clip ``i`` to clip ``i + 1`` with the crossfade its join kind asks for."""
+    return join_with_spans(clips, joins, sample_rate)[0]
+
+
+def join_with_spans(clips: Sequence[np.ndarray], joins: Sequence[str], sample_rate: int) -> tuple:
+    """`join_clauses`' output and, for every clip, ``(start, end)``: the output samples it occupies.
+
+    ``start`` is where the clip's sample 0 lands (``out[start + j]`` is ``clips[i][j]`` outside the crossfades;
+    a breath's added silence comes before it) and ``end`` one past its last sample still in the output, so spans of
+    neighbours overlap by their crossfade. Captions are timed from these spans, to the sample.
+    """
     if not clips:
-        return np.zeros(0, dtype=np.float32)
+        return np.zeros(0, dtype=np.float32), []
     if len(joins) != len(clips) - 1:
         raise ValueError(f"{len(clips)} clips need {len(clips) - 1} joins, got {len(joins)}")
     out = np.asarray(clips[0], dtype=np.float64)
+    spans = [[0, out.size]]
     for clip, kind in zip(clips[1:], joins):
         clip = np.asarray(clip, dtype=np.float64)
-        if kind == JOIN_BREATH:
-            clip = with_breath(out, clip, sample_rate)
-        out = crossfade_join(out, clip, sample_rate, CROSSFADE_MS.get(kind, DEFAULT_CROSSFADE_MS))
-    return out.astype(np.float32)
+        padded = with_breath(out, clip, sample_rate) if kind == JOIN_BREATH else clip
+        out, offset, kept = _crossfade(out, padded, sample_rate, CROSSFADE_MS.get(kind, DEFAULT_CROSSFADE_MS))
+        spans[-1][1] = min(spans[-1][1], kept)
+        start = offset + padded.size - clip.size
+        spans.append([start, start + clip.size])
+    return out.astype(np.float32), [tuple(s) for s in spans]

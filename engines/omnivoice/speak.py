@@ -25,9 +25,10 @@ from typing import Optional
 import numpy as np
 import torch
 
+from ..captions.timing import CaptionTiming, ClauseSpan, timing
 from ..common.errors import InputError
 from ..common.progress import ensure
-from .joins import join_clauses
+from .joins import join_with_spans, quiet_samples
 from .text import PreparedText
 
 PRESETS = {
@@ -116,6 +117,7 @@ class SpeakResult:
     sample_rate: int
     clause_seconds: list
     wall_seconds: float
+    timing: Optional[CaptionTiming] = None  # where each clause is heard, with its written text (captions)
 
     @property
     def real_time_factor(self) -> float:
@@ -132,9 +134,26 @@ def speak(loaded, prepared: PreparedText, prompt, settings: SpeakSettings = Spea
     clips = generate_clips(loaded, prepared.clauses, [prompt] * len(prepared.clauses), prepared.language,
                            prepared.sub_batches, settings, progress)
     wall = time.perf_counter() - t0
-    samples = join_clauses(clips, prepared.joins, loaded.sample_rate)
+    samples, spans = join_with_spans(clips, prepared.joins, loaded.sample_rate)
+    placed = clause_spans(clips, spans, prepared.clauses, prepared.written)
     return SpeakResult(samples=samples, sample_rate=loaded.sample_rate,
-                       clause_seconds=[c.size / loaded.sample_rate for c in clips], wall_seconds=wall)
+                       clause_seconds=[c.size / loaded.sample_rate for c in clips], wall_seconds=wall,
+                       timing=timing(placed, loaded.sample_rate, samples.size, prepared.language))
+
+
+def clause_spans(clips, spans, clauses, written=(), speaker: str = "") -> list:
+    """A `ClauseSpan` per clip placed at ``spans[i]`` by the joins; its speech is where the clip rises above the
+    joins' quiet level. `written` empty (clauses made by hand) shows the clauses themselves."""
+    written = tuple(written) or tuple(clauses)
+    out = []
+    for clip, (start, end), clause, text in zip(clips, spans, clauses, written):
+        onset = start + quiet_samples(clip, from_end=False)
+        stop = start + clip.size - quiet_samples(clip, from_end=True)
+        if stop <= onset:  # all quiet: the whole clip is its span
+            onset, stop = start, end
+        out.append(ClauseSpan(start=int(start), end=int(end), voice_start=int(min(onset, end)),
+                              voice_end=int(min(stop, end)), written=text, spoken=clause, speaker=speaker))
+    return out
 
 
 def check_settings(settings: SpeakSettings) -> None:

@@ -27,6 +27,7 @@ from typing import Optional
 from ..common.errors import InputError
 from .languages import is_spanish, resolve_language
 from .normalize import VOSEO, NormalizeSettings, apply_voseo, apply_yeismo, normalize  # noqa: F401 (re-exported)
+from .written import written_sources
 
 JOIN_PAUSE = "pause"        # an ordinary sentence boundary
 JOIN_ELLIPSIS = "ellipsis"  # a boundary the writer marked with "...": joined with a longer (25 ms) crossfade
@@ -48,13 +49,16 @@ class PreparedText:
     """Clauses ready for OmniVoice, with how each pair is joined and the batches they are generated in.
 
     ``joins[i]`` is the join between ``clauses[i]`` and ``clauses[i + 1]``; ``sub_batches`` lists clause indices,
-    each batch at most `MAX_SUB_BATCH` long, together covering every clause once.
+    each batch at most `MAX_SUB_BATCH` long, together covering every clause once. ``written[i]`` is the script's own
+    text (digits, currency, acronyms as typed) that ``clauses[i]`` reads, "" where it continues the clause before
+    (`written.written_sources`); captions show it.
     """
 
     clauses: tuple
     joins: tuple
     language: str
     sub_batches: tuple
+    written: tuple = ()
 
     @property
     def text(self) -> str:
@@ -198,20 +202,25 @@ def prepare_text(text: str, language: str, voseo: bool = False, min_words: int =
                          "whole", str(max_words))
     if not 1 <= int(max_batch) <= 64:
         raise InputError("max_sub_batch", "a batch size between 1 and 64", str(max_batch))
-    cleaned = strip_tags(text)
-    if normalization is not None:
-        cleaned = normalize(cleaned, replace(normalization, language=code, voseo=voseo, yeismo=yeismo))
-    else:
-        cleaned = apply_voseo(cleaned) if voseo else cleaned
-        cleaned = apply_yeismo(cleaned) if yeismo else cleaned
-    clauses, joins = _drop_wordless(*split_clauses(rewrite_ellipses(cleaned)))
+    written = strip_tags(text)
+
+    def speakable(part: str) -> str:
+        if normalization is not None:
+            part = normalize(part, replace(normalization, language=code, voseo=voseo, yeismo=yeismo))
+        else:
+            part = apply_voseo(part) if voseo else part
+            part = apply_yeismo(part) if yeismo else part
+        return rewrite_ellipses(part)
+
+    clauses, joins = _drop_wordless(*split_clauses(speakable(written)))
     if not clauses:
         raise InputError("text", "text with words to speak once tags are removed", repr(text[:80]))
     clauses, joins = merge_short(clauses, joins, min_words)
     if max_words:
         clauses, joins = split_long(clauses, joins, code, int(max_words), min_words)
     return PreparedText(clauses=tuple(clauses), joins=tuple(joins), language=code,
-                        sub_batches=sub_batches(clauses, int(max_batch)))
+                        sub_batches=sub_batches(clauses, int(max_batch)),
+                        written=written_sources(written, speakable, clauses))
 
 
 def _drop_wordless(clauses: list, joins: list) -> tuple[list, list]:

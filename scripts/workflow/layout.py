@@ -20,17 +20,19 @@ ORDER = tuple(t["name"] for t in _TEMPLATES)
 TITLES: dict[str, str] = {t["name"]: t["title"] for t in _TEMPLATES}
 
 _VOICE = [("Voice: script and cloned voice", ["1", "2", "3", "4", "5", "6"])]
+# The broadcasts caption their speech: Captions stands beside Audio Master, whose audio and Speak's timing it takes.
+_CAPTIONED_VOICE = "Voice, script and captions"
 
 STAGES: dict[str, list[tuple[str, list[str]]]] = {
     "demo_export": [("Input", ["1"]), ("Export", ["2"])],
-    "broadcast_musetalk": _VOICE + [("Presenter loop", ["7"]), ("Lip-sync (MuseTalk)", ["8", "9", "10", "11"]),
-                                    ("Export and QC", ["12", "13"])],
-    "broadcast_ditto": _VOICE + [("Presenter loop", ["7"]), ("Lip-sync (Ditto)", ["8", "9", "10", "11", "12"]),
-                                 ("Export and QC", ["13", "14"])],
+    "broadcast_musetalk": [(_CAPTIONED_VOICE, ["1", "2", "3", "4", "5", "6", "14"]), ("Presenter loop", ["7"]),
+                           ("Lip-sync (MuseTalk)", ["8", "9", "10", "11"]), ("Export and QC", ["12", "13"])],
+    "broadcast_ditto": [(_CAPTIONED_VOICE, ["1", "2", "3", "4", "5", "6", "15"]), ("Presenter loop", ["7"]),
+                        ("Lip-sync (Ditto)", ["8", "9", "10", "11", "12"]), ("Export and QC", ["13", "14"])],
     "broadcast_wardrobe": [("Wardrobe swap: loop and masks", ["1", "2", "3", "4", "5", "6", "7"]),
                            ("Wardrobe swap: Wan VACE", ["8", "9", "10", "11", "12", "13", "14", "15", "16", "17", "18"]),
                            ("Wardrobe swap: re-dressed loop", ["19", "20"]),
-                           ("Voice: script and cloned voice", ["101", "102", "103", "104", "105", "106"]),
+                           (_CAPTIONED_VOICE, ["101", "102", "103", "104", "105", "106", "114"]),
                            ("Lip-sync the new loop (MuseTalk)", ["108", "109", "110", "111"]),
                            ("Export and QC", ["112", "113"])],
     "wardrobe_core_sam3_masks": [("Input and core SAM3", ["1", "2", "3", "4"]), ("Track", ["5", "6", "7", "8"]),
@@ -91,6 +93,9 @@ NOTES: dict[str, str] = {
         "are rendered, so the clip never exists whole in memory (turn it off and wire Lip Sync's images to see the "
         "frames as an IMAGE batch).\n"
         "The avatar is cached by content: the second run on the same loop skips it.\n"
+        "Captions: Captions turns Speak's timing into SRT + WebVTT files beside the MP4 (<name>.<lang>.srt/.vtt) "
+        "and a subtitle track inside it, showing the script as written (figures, currency); profile sets the "
+        "broadcast rules (42 chars x 2 lines...); burn_in on draws them onto the picture too.\n"
         "Time on a GPU: about 1x real time; on a CPU much longer."),
     "broadcast_ditto": (
         "THE BROADCAST (Ditto): news script + cloned voice + presenter loop -> one MP4, whole-head motion.\n\n"
@@ -102,6 +107,9 @@ NOTES: dict[str, str] = {
         "and summary in Export Broadcast, then Broadcast QC's pass/fail verdict and report on that file (never "
         "blocks it). Ditto Render streams its frames into the export (stream_to_export): the clip never exists whole in "
         "memory. The avatar packet is cached.\n"
+        "Captions: Captions turns Speak's timing into SRT + WebVTT files beside the MP4 (<name>.<lang>.srt/.vtt) "
+        "and a subtitle track inside it, showing the script as written (figures, currency); profile sets the "
+        "broadcast rules (42 chars x 2 lines...); burn_in on draws them onto the picture too.\n"
         "Time on a GPU: about real time; on a CPU much longer."),
     "broadcast_wardrobe": (
         "THE BROADCAST WITH A WARDROBE SWAP: re-dress the presenter loop (Wan 2.1 VACE), then lip-sync the new loop "
@@ -113,6 +121,9 @@ NOTES: dict[str, str] = {
         "Expect: the re-dressed loop (masks cached, so a second run skips SAM3), the mastered speech, one .mp4 in "
         "Export Broadcast (Lip Sync streams its frames into it) and Broadcast QC's verdict on it. Without a swap, "
         "use broadcast_musetalk.\n"
+        "Captions: Captions turns Speak's timing into SRT + WebVTT files beside the MP4 (<name>.<lang>.srt/.vtt) "
+        "and a subtitle track inside it, showing the script as written (figures, currency); profile sets the "
+        "broadcast rules (42 chars x 2 lines...); burn_in on draws them onto the picture too.\n"
         "Time: the swap takes minutes per second of loop on a large GPU; it is done once per loop."),
     "wardrobe_core_sam3_masks": (
         "Garment and hands masks with core's SAM3 video tracker, stored in the pack's mask cache for the swaps.\n\n"

@@ -32,6 +32,14 @@ NO_BETTER_PLACE = "same row: no placement found that clears it without another l
 TWO_CONSUMERS = "model and voices feed Dialogue and the morph: one link to the second passes the first or a voice"
 
 ALLOWED: dict[str, dict[tuple[str, str, str], str]] = {
+    'broadcast_musetalk': {
+        ('News Script.prepared_text', 'BroadcastQC.expected_text', 'Anchor Voice'): LATER_ROW,
+    },
+    'broadcast_ditto': {
+        ('Audio Master.audio', 'Ditto Render.audio', 'Captions'): LATER_ROW,
+        ('News Script.prepared_text', 'BroadcastQC.expected_text', 'Anchor Voice'): LATER_ROW,
+        ('News Script.prepared_text', 'BroadcastQC.expected_text', 'Speak'): LATER_ROW,
+    },
     'tts_dialogue': {
         ('OmniVoice.omnivoice_model', 'Dialogue.omnivoice_model', 'Voice A (saved)'): TWO_CONSUMERS,
     },
@@ -55,13 +63,12 @@ ALLOWED: dict[str, dict[tuple[str, str, str], str]] = {
         ('Load Video.audio', 'Export Video.audio', 'Negative'): LATER_ROW,
     },
     'broadcast_wardrobe': {
-        ('Presenter Loop.images', 'Mask Cache.images', 'SAM3 Garment And Hands'): NO_BETTER_PLACE,
-        ('Wan VAE.VAE', 'VAEDecode.vae', 'KSampler'): NO_BETTER_PLACE,
         ('Subject Crop.frame_count', 'Trim Padding.length', 'Mask Shield'): LATER_ROW,
         ('Presenter Loop.fps', 'MuseTalk Avatar.fps', 'SAM3 Garment And Hands'): LATER_ROW,
         ('Presenter Loop.fps', 'MuseTalk Avatar.fps', 'Negative'): LATER_ROW,
         ('Presenter Loop.fps', 'MuseTalk Avatar.fps', 'Anchor Voice'): LATER_ROW,
-        ('News Script.prepared_text', 'BroadcastQC.expected_text', 'Speak'): LATER_ROW,
+        ('Presenter Loop.fps', 'Captions.fps', 'WanVaceToVideo'): LATER_ROW,
+        ('News Script.prepared_text', 'BroadcastQC.expected_text', 'Anchor Voice'): LATER_ROW,
     },
     'wardrobe_minimax_h3': {
         ('Subject Crop.width', 'H3 Reference to Video.width', 'H3 Prompt Cache'): LATER_ROW,
