@@ -14,13 +14,13 @@ EXPORT = {
     "faststart": True, "audio_mode": "match_video", "audio_bitrate_kbps": 192,
 }
 QC = {"fps": 25.0, "expected_text": "", "whisper_model": "(none)", "language": "", "loudness_preset":
-      "streaming -14 LUFS", "channel_layout": "mono_or_stereo", **{t.name: t.default for t in THRESHOLDS}}
+      "streaming", "channel_layout": "mono_or_stereo", **{t.name: t.default for t in THRESHOLDS}}
 
 
 @pytest.fixture(scope="module")
 def clips(comfy):
     names = {}
-    for name, fault in (("qc_clean.mp4", None), ("qc_low.mp4", "low_1lu")):
+    for name, fault in (("qc_clean.mp4", None), ("qc_low.mp4", "low_2lu")):
         path = comfy.input_dir / name
         if not path.exists():
             talking_clip(path, seconds=4.0, fault=fault)
@@ -46,7 +46,10 @@ def test_node_is_listed_with_standards_in_its_tooltips(comfy):
     assert "BS.1770" in required["max_true_peak_dbtp"][1]["tooltip"]
     assert "R103" in required["luma_max_percent"][1]["tooltip"]
     assert "R37" in required["max_audio_late_ms"][1]["tooltip"]
-    assert "-23 LUFS (EBU R128)" in str(required["loudness_preset"])
+    profile = required["loudness_preset"]
+    assert {"EBU R128", "ATSC A/85", "streaming", "podcast", "custom"} <= set(profile[0] if isinstance(profile[0], list)
+                                                                              else profile[1]["options"])
+    assert "-24 LKFS" in profile[1]["tooltip"] and "-2 dBTP" in profile[1]["tooltip"]
 
 
 def test_clean_export_passes_and_the_verdict_is_in_history(comfy, clips):
@@ -64,13 +67,13 @@ def test_clean_export_passes_and_the_verdict_is_in_history(comfy, clips):
 
 
 def test_failing_clip_is_reported_and_the_export_still_written(comfy, clips):
-    entry = comfy.run(export_then_qc(clips["low_1lu"]))
+    entry = comfy.run(export_then_qc(clips["low_2lu"]))
     verdict = entry["outputs"]["3"]["broadcast_qc"][0]
     assert verdict["verdict"] == "fail" and verdict["failed"] == ["integrated_loudness"]
     written = entry["outputs"]["2"]["images"][0]
     assert (comfy.output_dir / written["subfolder"] / written["filename"]).is_file()
     # The same clip passes a custom target set to where it is.
-    entry = comfy.run(export_then_qc(clips["low_1lu"], loudness_preset="custom", target_lufs=-15.0))
+    entry = comfy.run(export_then_qc(clips["low_2lu"], loudness_preset="custom", target_lufs=-16.0))
     assert entry["outputs"]["3"]["broadcast_qc"][0]["verdict"] == "pass"
 
 
@@ -118,7 +121,7 @@ def test_batch_runner_records_each_verdict_and_exits_non_zero_on_a_fail(comfy, c
     workflow.write_text(json.dumps(export_then_qc(clips["clean"])))
     batch = tmp_path / "qc.jsonl"
     batch.write_text("".join(json.dumps({"name": name, "workflow": str(workflow), "set": {"1.video": clips[key]}})
-                             + "\n" for name, key in (("clean", "clean"), ("low", "low_1lu"))))
+                             + "\n" for name, key in (("clean", "clean"), ("low", "low_2lu"))))
     proc = subprocess.run([os.environ.get("BA_PYTHON") or sys.executable, str(REPO_ROOT / "scripts" / "run_batch.py"),
                            str(batch), "--url", comfy.url, "--no-progress", "--out-dir", str(tmp_path / "out")],
                           capture_output=True, text=True, timeout=600)
