@@ -221,7 +221,8 @@ def av_checks(m: Measured, lim: QCLimits) -> tuple[list[Check], Optional[lipsync
     if m.audio is None or not m.audio.samples:
         out.append(Check("lip_sync", INCONCLUSIVE, None, window, std, "inconclusive: no audio"))
     else:
-        est = lipsync.estimate(m.picture.block_motion, fps, m.audio.ms_energy, lim.min_speech_dbfs)
+        est = lipsync.estimate(m.picture.block_luma, m.picture.block_motion, fps, m.audio.ms_energy,
+                               lim.min_speech_dbfs)
         if est.state != lipsync.INCONCLUSIVE and est.correlation < lim.min_sync_confidence:
             est = lipsync.SyncEstimate(lipsync.INCONCLUSIVE, None, est.correlation, est.p_value,
                                        f"correlation {est.correlation:.2f} under min_sync_confidence "

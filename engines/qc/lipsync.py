@@ -1,14 +1,17 @@
 """Lip-sync offset, with a verdict only when the evidence beats chance.
 
-Feature model: lips move when the loudness changes (a syllable opens and closes the mouth), so the motion energy of
-the mouth region between frames k-1 and k follows |A(k) - A(k-1)|, A(k) being the RMS of the audio in frame k's slot
-(one frame long, centred on its presentation time, as the pack's renderers sample audio features).
+Feature model: the mouth is open on loud (vowel) sounds and closed on quiet ones, so the mean luma of the blocks that
+hold the mouth follows the audio level: sqrt(A(k)), A(k) being the RMS of the audio in frame k's slot (one frame
+long, centred on its presentation time, as the pack's renderers sample audio features), with an open mouth darker or
+lighter than a closed one. Both series lose their 0.5 s moving average first (`DETREND_S`): what is compared is
+syllable-rate detail, not phrase-level activity, which any two readings share by chance (they start, pause and stop).
+(The earlier model, mouth *motion* against |A(k) - A(k-1)|, beat the null on only 3 of 8 synchronous espeak-ng clips.)
 
-Statistic and its null. Every analysis block's motion series is correlated (Pearson) with the audio-change series at
-every whole-frame lag within +-`SEARCH_MS`; the statistic T is the largest of those correlations. Picking the best
+Statistic and its null. Every analysis block's detrended luma is correlated (Pearson, absolute) with the detrended
+audio level at every whole-frame lag within +-`SEARCH_MS`; the statistic T is the largest of those correlations. Picking the best
 of hundreds of blocks and dozens of lags makes a large T on *unrelated* audio likely, so T is never read on its own:
 it is compared with its distribution under "this audio has nothing to do with these lips", computed per clip by
-rotating the audio-change series circularly against the picture by `NULL_SHIFTS` offsets at least `SEARCH_MS` + 1 s
+rotating the audio series circularly against the picture by `NULL_SHIFTS` offsets at least `SEARCH_MS` + 1 s
 away from any alignment searched (same clip, same speech rhythm, same picture, only the pairing broken), and taking
 the same maximum for each. p = (1 + shifts at least as large) / (1 + shifts). Only p <= `ALPHA` gives a verdict.
 
@@ -36,6 +39,8 @@ MAX_MOUTH_BLOCKS = 6
 NULL_SHIFTS = 99
 ALPHA = 0.01
 MIN_SPEECH_S = 1.5
+DETREND_S = 0.5           # both series lose their moving average over this: phrase-level loudness and slow picture
+                          # drift agree by chance (every reading starts, pauses and stops), syllables do not
 MIN_MOTION = 0.05          # mean |change| in 8-bit codes: a picture whose blocks all move less shows no mouth
 IN_SYNC, OUT_OF_SYNC, INCONCLUSIVE = "in_sync", "out_of_sync", "inconclusive"
 
@@ -106,8 +111,15 @@ def _inconclusive(reason: str, speech_s: float = 0.0, correlation: float = 0.0, 
     return SyncEstimate(INCONCLUSIVE, None, correlation, p, reason, speech_s=speech_s)
 
 
-def estimate(block_motion: np.ndarray, fps: float, ms_energy: np.ndarray, speech_dbfs: float = -40.0,
-             search_ms: float = SEARCH_MS, seed: int = 0) -> SyncEstimate:
+def _detrend(x: np.ndarray, width: int) -> np.ndarray:
+    """`x` less its centred moving average over `width` frames (along axis 0): syllable-rate detail only."""
+    from scipy.ndimage import uniform_filter1d
+
+    return x - uniform_filter1d(x, width, axis=0, mode="nearest")
+
+
+def estimate(block_luma: np.ndarray, block_motion: np.ndarray, fps: float, ms_energy: np.ndarray,
+             speech_dbfs: float = -40.0, search_ms: float = SEARCH_MS, seed: int = 0) -> SyncEstimate:
     """The audio's offset against the mouth motion, or inconclusive with the reason (`judge` adds the tolerance)."""
     frames_total = block_motion.shape[0]
     audio_ms = ms_energy.size
@@ -115,33 +127,45 @@ def estimate(block_motion: np.ndarray, fps: float, ms_energy: np.ndarray, speech
     first = max(1, pad)
     last = min(frames_total - 1, int(np.floor((audio_ms - search_ms) * fps / 1000.0 - 0.5)) - 1)
     count = last - first + 1
-    min_shift = pad + int(np.ceil(fps))  # rotations at least the search window + 1 s from any alignment
     if count < 2 * fps:
         return _inconclusive(f"clip too short ({frames_total / fps:.1f} s) for a +-{search_ms:.0f} ms search")
-    frames = np.arange(first - 1, last + 1)  # slots k-1 .. k for the change at k
     prefix = _prefix(ms_energy)
-    speech = slot_rms(prefix, frames[1:].astype(np.float64), fps, 0.0)
-    speech_s = float(np.count_nonzero(20 * np.log10(np.maximum(speech, 1e-12)) > speech_dbfs) / fps)
+    speech = slot_rms(prefix, np.arange(first, last + 1, dtype=np.float64), fps, 0.0)
+    talking = np.flatnonzero(20 * np.log10(np.maximum(speech, 1e-12)) > speech_dbfs)
+    speech_s = float(talking.size / fps)
     if speech_s < MIN_SPEECH_S:
         return _inconclusive(f"too little speech ({speech_s:.1f} s above {speech_dbfs:g} dBFS; "
                              f"{MIN_SPEECH_S:g} s needed)", speech_s)
+    # Only the stretch from the first to the last speech is compared: silence before and after the speech, where
+    # a still mouth meets a still soundtrack, would agree for any pairing and make the null (rotations carry that
+    # silence elsewhere) too easy to beat.
+    first, last = first + int(talking[0]), first + int(talking[-1])
+    count = last - first + 1
+    min_shift = pad + int(np.ceil(fps))  # rotations at least the search window + 1 s from any alignment
+    if count < 2 * fps:
+        return _inconclusive(f"too little speech ({count / fps:.1f} s from first to last)", speech_s)
+    frames = np.arange(first - 1, last + 1)  # slots k-1 .. k for the change at k
     motion = block_motion[first:last + 1].astype(np.float64)
     if float(motion.mean(axis=0).max(initial=0.0)) < MIN_MOTION:
         return _inconclusive("no visible mouth (nothing in the picture moves)", speech_s)
 
-    def change(lag):
-        return np.abs(np.diff(slot_rms(prefix, frames.astype(np.float64), fps, lag)))
+    width = max(3, int(round(DETREND_S * fps)) | 1)
+    slots = frames[1:].astype(np.float64)
+
+    def level(lag):
+        return _zscore(_detrend(np.sqrt(slot_rms(prefix, slots, fps, lag)), width))
 
     coarse = np.arange(-pad + 1, pad) * 1000.0 / fps
     coarse = coarse[np.abs(coarse) <= search_ms + 1e-6]
-    audio = np.stack([_zscore(change(lag)) for lag in coarse])     # [lags, frames]
-    mz = _zscore(motion)                                            # [frames, blocks]
+    audio = np.stack([level(lag) for lag in coarse])                # [lags, frames]
+    lz = _zscore(_detrend(block_luma[first:last + 1].astype(np.float64), width))  # [frames, blocks]
 
     def best_per_block(shift: int) -> np.ndarray:
         a = np.roll(audio, shift, axis=1) if shift else audio
-        return (a @ mz).max(axis=0) / count                         # [blocks]
+        return np.abs(a @ lz).max(axis=0) / count                   # [blocks]
 
-    table = audio @ mz / count                                      # [lags, blocks]
+    signed = audio @ lz / count                                     # [lags, blocks]
+    table = np.abs(signed)
     best = table.max(axis=0)
     observed = float(best.max())
     if not np.isfinite(observed) or observed <= 0:
@@ -160,13 +184,16 @@ def estimate(block_motion: np.ndarray, fps: float, ms_energy: np.ndarray, speech
         return SyncEstimate(INCONCLUSIVE, None, observed, p,
                             f"no significant correlation (best {observed:.2f}, p = {p:.2f} against {NULL_SHIFTS} "
                             f"rotations of the audio; {ALPHA:g} needed)", chosen, speech_s)
-    mouth = _zscore(motion[:, list(chosen)].sum(axis=1))
     # The significant alignment is the whole-frame lag of the best block: the fine search stays within a frame of it
-    # (a second, chance peak of the summed blocks elsewhere cannot take the offset away).
-    anchor = float(coarse[int(np.argmax(table[:, order[0]]))])
+    # (a second, chance peak of the summed blocks elsewhere cannot take the offset away). An open mouth may be darker
+    # or lighter than a closed one: each block counts with the sign of its correlation there.
+    at = int(np.argmax(table[:, order[0]]))
+    anchor = float(coarse[at])
+    signs = np.sign(signed[at, list(chosen)])
+    mouth = _zscore((lz[:, list(chosen)] * signs).sum(axis=1))
     frame_ms = 1000.0 / fps
     lags = np.arange(anchor - frame_ms, anchor + frame_ms + 1e-6, FINE_STEP_MS)
-    curve = np.array([float(_zscore(change(lag)) @ mouth / mouth.size) for lag in lags])
+    curve = np.array([float(level(lag) @ mouth / mouth.size) for lag in lags])
     i = int(np.argmax(curve))
     offset = float(lags[i])
     if 0 < i < lags.size - 1:
