@@ -69,18 +69,20 @@ def audio_checks(m: Measured, lim: QCLimits) -> list[Check]:
         return [Check(n, FAIL, None, "an audio track", "EBU R128", "no audio stream: a broadcast clip needs sound")
                 for n in names]
     out = []
+    profile = f"delivery profile {lim.delivery_profile} ({lim.profile_source})"
     lufs = loudness.integrated(a.subblock_power)
     lo, hi = lim.target_lufs - lim.loudness_tolerance_lu, lim.target_lufs + lim.loudness_tolerance_lu
     if not np.isfinite(lufs):
-        out.append(Check("integrated_loudness", FAIL, None, f"{lo:.1f} .. {hi:.1f} LUFS", "EBU R128 / BS.1770-4",
-                         "silent (nothing above the -70 LUFS gate)"))
+        out.append(Check("integrated_loudness", FAIL, None, f"{lo:.1f} .. {hi:.1f} LUFS",
+                         f"{profile}; measured per ITU-R BS.1770", "silent (nothing above the -70 LUFS gate)"))
     else:
         out.append(Check("integrated_loudness", _verdict(lo <= lufs <= hi), lufs, f"{lo:.1f} .. {hi:.1f} LUFS",
-                         "EBU R128 / ITU-R BS.1770-4",
+                         f"{profile}; measured per ITU-R BS.1770",
                          f"{lufs:.1f} LUFS integrated ({lufs - lim.target_lufs:+.1f} LU from {lim.target_lufs:g})"))
     tp_db = 20 * np.log10(max(a.true_peak, 1e-12))
     out.append(Check("true_peak", _verdict(tp_db <= lim.max_true_peak_dbtp), tp_db,
-                     f"<= {lim.max_true_peak_dbtp:g} dBTP", "ITU-R BS.1770-4 annex 2 (4x oversampled)",
+                     f"<= {lim.max_true_peak_dbtp:g} dBTP",
+                     f"{profile}; ITU-R BS.1770-5 annex 2, over-sampled to >= 192 kHz",
                      f"{tp_db:.2f} dBTP at {a.true_peak_s:.2f} s",
                      [] if tp_db <= lim.max_true_peak_dbtp else [(a.true_peak_s, a.true_peak_s + 0.05)]))
     lra = loudness.loudness_range(a.subblock_power)
