@@ -90,6 +90,8 @@ NOTES: dict[str, str] = {
         "are rendered, so the clip never exists whole in memory (turn it off and wire Lip Sync's images to see the "
         "frames as an IMAGE batch).\n"
         "The avatar is cached by content: the second run on the same loop skips it.\n"
+        "Delivery: Audio Master and Broadcast QC share one delivery profile (streaming: -14 LUFS, -1 dBTP); for "
+        "EBU R128, ATSC A/85 or podcast pick it in both.\n"
         "Time on a GPU: about 1x real time; on a CPU much longer."),
     "broadcast_ditto": (
         "THE BROADCAST (Ditto): news script + cloned voice + presenter loop -> one MP4, whole-head motion.\n\n"
@@ -101,6 +103,8 @@ NOTES: dict[str, str] = {
         "and summary in Export Broadcast, then Broadcast QC's pass/fail verdict and report on that file (never "
         "blocks it). Ditto Render streams its frames into the export (stream_to_export): the clip never exists whole in "
         "memory. The avatar packet is cached.\n"
+        "Delivery: Audio Master and Broadcast QC share one delivery profile (streaming: -14 LUFS, -1 dBTP); for "
+        "EBU R128, ATSC A/85 or podcast pick it in both.\n"
         "Time on a GPU: about real time; on a CPU much longer."),
     "broadcast_wardrobe": (
         "THE BROADCAST WITH A WARDROBE SWAP: re-dress the presenter loop (Wan 2.1 VACE), then lip-sync the new loop "
@@ -112,6 +116,8 @@ NOTES: dict[str, str] = {
         "Expect: the re-dressed loop (masks cached, so a second run skips SAM3), the mastered speech, one .mp4 in "
         "Export Broadcast (Lip Sync streams its frames into it) and Broadcast QC's verdict on it. Without a swap, "
         "use broadcast_musetalk.\n"
+        "Delivery: Audio Master and Broadcast QC share one delivery profile (streaming: -14 LUFS, -1 dBTP); for "
+        "EBU R128, ATSC A/85 or podcast pick it in both.\n"
         "Time: the swap takes minutes per second of loop on a large GPU; it is done once per loop."),
     "wardrobe_core_sam3_masks": (
         "Garment and hands masks with core's SAM3 video tracker, stored in the pack's mask cache for the swaps.\n\n"

@@ -192,3 +192,19 @@ def test_sheet_is_an_image_with_the_verdict_colour(clean, clips):
     assert tuple(sheet[5, 5]) == (46, 160, 67)
     failed = qc_file(clips("frozen", fault="frozen"), LIMITS).sheet
     assert tuple(failed[5, 5]) == (200, 40, 40) and failed.shape[0] > sheet.shape[0] - 1
+
+
+@pytest.mark.parametrize("name", ["broadcast_musetalk", "broadcast_ditto", "broadcast_wardrobe"])
+def test_shipped_broadcasts_master_and_check_against_one_delivery_profile(name):
+    import json
+    from pathlib import Path
+
+    from engines.common import delivery
+
+    graph = json.loads((Path(__file__).resolve().parents[2] / "workflows" / "api" / f"{name}.api.json").read_text())
+    masters = [n["inputs"] for n in graph.values() if n["class_type"] == "BroadcastAudioMaster"]
+    checks = [n["inputs"] for n in graph.values() if n["class_type"] == "BroadcastQC"]
+    assert masters and checks
+    chosen = {delivery.canonical(m["delivery_profile"]) for m in masters} | \
+        {delivery.canonical(q["loudness_preset"]) for q in checks}
+    assert len(chosen) == 1 and delivery.CUSTOM not in chosen, chosen
