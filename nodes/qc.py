@@ -18,8 +18,10 @@ from ..engines.common.audio import check_audio
 from ..engines.common.errors import InputError
 from ..engines.common.images import check_image_batch
 from ..engines.omnivoice import asr
-from ..engines.qc import DEFAULT_PRESET, LAYOUTS, LOUDNESS_PRESETS, THRESHOLDS, QCLimits, qc_file, qc_frames
 from ..engines.captions import check as caption_checks
+from ..engines.common import delivery
+from ..engines.qc import lipsync
+from ..engines.qc import DEFAULT_PROFILE, LAYOUTS, PROFILE_CHOICES, THRESHOLDS, QCLimits, qc_file, qc_frames
 from . import comfy_bridge, types
 from .inputs import validate
 from .tts_common import WHISPER_NONE, load_whisper, whisper_names
@@ -61,7 +63,7 @@ class BroadcastQC(io.ComfyNode):
             display_name="Broadcast QC",
             category=CATEGORY,
             description="Quality control of a finished clip, streamed: loudness / LRA / true peak (EBU R128, "
-                        "BS.1770-4), legal levels and colour tags (EBU R103), black / frozen frames, face flicker, "
+                        "BS.1770-5, by delivery profile), legal levels and colour tags (EBU R103), black / frozen frames, face flicker, "
                         "silence, dropouts, clipping, DC, A/V durations, lip-sync offset (EBU R37) and, with a "
                         "Whisper model, word accuracy. A failing clip is reported, never blocked.",
             inputs=[
@@ -77,12 +79,24 @@ class BroadcastQC(io.ComfyNode):
                                 tooltip="Whisper language code (en, es); empty lets Whisper detect it. With es or en "
                                         "the words are compared in spoken form ('42,5%' = 'cuarenta y dos coma "
                                         "cinco por ciento')."),
-                io.Combo.Input("loudness_preset", options=list(LOUDNESS_PRESETS), default=DEFAULT_PRESET,
-                               tooltip="Delivery loudness: -14 LUFS (streaming platforms) or -23 LUFS (EBU R128 "
-                                       "broadcast); custom uses target_lufs. Both with true peak <= -1 dBTP."),
+                # Saved as loudness_preset (its place and name in older workflows); older values are mapped.
+                io.Combo.Input("loudness_preset", options=list(PROFILE_CHOICES), default=DEFAULT_PROFILE,
+                               display_name="delivery_profile",
+                               tooltip=delivery.tooltip("target_lufs, loudness_tolerance_lu and "
+                                                        "max_true_peak_dbtp below") +
+                                       "\nPick the same profile as the Audio Master that made the sound."),
                 io.Combo.Input("channel_layout", options=list(LAYOUTS), default="mono_or_stereo",
                                tooltip="Required audio layout (EBU R128 meters mono and stereo alike)."),
                 *_threshold_inputs(),
+                # After the thresholds, optional: older saved workflows keep every value in its place.
+                io.Combo.Input("lipsync_tolerance", options=[*lipsync.TOLERANCES, lipsync.CUSTOM],
+                               default=lipsync.DEFAULT_TOLERANCE, optional=True,
+                               tooltip="Lip-sync tolerance (audio early / late):\n" + "\n".join(
+                                   f"- {t.name}: {t.source}" for t in lipsync.TOLERANCES.values()) +
+                                       "\n- custom: max_audio_early_ms / max_audio_late_ms.\nA verdict needs "
+                                       "evidence beyond chance (p <= 0.01 against the clip's audio rotated); "
+                                       "otherwise the check is inconclusive (too little speech, no visible mouth, "
+                                       "no significant correlation) and never fails the clip."),
                 # Links last: the editor lists required inputs before optional ones, so this keeps one order.
                 io.Video.Input("video", optional=True,
                                tooltip="The exported clip (Broadcast Export Video's 'video'). Streamed from its "
@@ -110,15 +124,17 @@ class BroadcastQC(io.ComfyNode):
         )
 
     @classmethod
-    def validate_inputs(cls, loudness_preset=None, channel_layout=None, whisper_model=None):
-        return validate(("loudness_preset", loudness_preset, tuple(LOUDNESS_PRESETS)),
-                        ("channel_layout", channel_layout, LAYOUTS))
+    def validate_inputs(cls, loudness_preset=None, channel_layout=None, whisper_model=None, lipsync_tolerance=None):
+        return validate(("loudness_preset", loudness_preset, tuple(PROFILE_CHOICES), delivery.LEGACY),
+                        ("channel_layout", channel_layout, LAYOUTS),
+                        ("lipsync_tolerance", lipsync_tolerance, (*lipsync.TOLERANCES, lipsync.CUSTOM)))
 
     @classmethod
     def execute(cls, fps, expected_text, whisper_model, language, loudness_preset, channel_layout, video=None,
-                images=None, audio=None, captions=None, **thresholds) -> io.NodeOutput:
-        limits = QCLimits.from_values({**thresholds, "channel_layout": channel_layout, "language": language.strip()},
-                                      loudness_preset)
+                images=None, audio=None, captions=None, lipsync_tolerance=lipsync.DEFAULT_TOLERANCE,
+                **thresholds) -> io.NodeOutput:
+        limits = QCLimits.from_values({**thresholds, "channel_layout": channel_layout, "language": language.strip(),
+                                       "lipsync_tolerance": lipsync_tolerance}, loudness_preset)
         transcribe = _transcriber(whisper_model, language) if expected_text.strip() else None
         if video is not None:
             result = cls._video(video, limits, expected_text, transcribe)

@@ -11,6 +11,7 @@ import json
 import numpy as np
 from comfy_api.latest import io, ui
 
+from ..engines.common import delivery
 from ..engines.common.audio import check_audio, make_audio, to_mono
 from ..engines.common.errors import InputError
 from ..engines.omnivoice import asr, master, verify
@@ -18,6 +19,7 @@ from ..engines.omnivoice.normalize import DOLLARS, PESOS, NormalizeSettings, par
 from ..engines.omnivoice.text import MAX_SUB_BATCH, MAX_WORDS, MIN_WORDS, prepare_text
 from . import core_features, types
 from .comfy_bridge import category, progress
+from .inputs import validate
 from .tts_common import WHISPER_NONE, load_whisper, whisper_names
 
 CATEGORY = category("tts")
@@ -108,8 +110,10 @@ class BroadcastAudioMaster(io.ComfyNode):
             **core_features.searchable("BroadcastAudioMaster", "Broadcast Audio Master"),
             category=CATEGORY,
             description="High-pass 60 Hz (DC out), low-pass 9.6 kHz, de-ess 4.8-8.2 kHz, tame word-final /s/, loudness to a LUFS target "
-                        "(gated BS.1770) landing within 0.3 LU after the true-peak limiter; also outputs 16 kHz mono for "
-                        "lip sync, and the output's LUFS and true peak. Previews the result.",
+                        "(gated BS.1770) landing within 0.3 LU after the true-peak limiter (>= 192 kHz over-sampled, "
+                        "held codec_headroom_db under the ceiling for the AAC encode); target and ceiling from a "
+                        "delivery profile (EBU R128, ATSC A/85, streaming, podcast) or custom; also outputs 16 kHz "
+                        "mono for lip sync, and the output's LUFS and true peak. Previews the result.",
             is_output_node=True,
             inputs=[
                 io.Audio.Input("audio", tooltip="Speech to master (any rate; the stages were tuned at 24 kHz)."),
@@ -127,10 +131,13 @@ class BroadcastAudioMaster(io.ComfyNode):
                 io.Boolean.Input("loudness", default=d.loudness,
                                  tooltip="Bring integrated loudness (gated BS.1770) to the target."),
                 io.Float.Input("target_lufs", default=d.target_lufs, min=-40.0, max=-5.0, step=0.5,
-                               tooltip="Loudness target in LUFS (-14 for streaming, -23 for EBU R128 broadcast)."),
-                io.Boolean.Input("limit", default=d.limit, tooltip="True-peak limiter (4x oversampled peaks)."),
+                               tooltip="Loudness target in LUFS with the 'custom' delivery profile (-14 for "
+                                       "streaming, -23 for EBU R128 broadcast, -24 ATSC A/85)."),
+                io.Boolean.Input("limit", default=d.limit,
+                                 tooltip="True-peak limiter (BS.1770-5 annex 2 peaks, over-sampled to >= 192 kHz)."),
                 io.Float.Input("ceiling_dbtp", default=d.ceiling_dbtp, min=-12.0, max=0.0, step=0.1,
-                               tooltip="Highest allowed true peak in dBTP."),
+                               tooltip="Highest allowed true peak of the delivered (decoded) file in dBTP, with the "
+                                       "'custom' delivery profile."),
                 # Last and optional: workflows saved before these inputs existed keep their values in place.
                 io.Boolean.Input("highpass", default=d.highpass, optional=True,
                                  tooltip="High-pass first (2nd order, zero phase): removes DC offset and rumble, "
@@ -140,6 +147,15 @@ class BroadcastAudioMaster(io.ComfyNode):
                                tooltip="High-pass cutoff in Hz. 60 leaves voices untouched (85 Hz is 1 dB down); "
                                        "80-100 is the usual broadcast rumble filter for male voices, up to 150 for "
                                        "female voices."),
+                io.Combo.Input("delivery_profile", options=list(delivery.CHOICES), default=delivery.CUSTOM,
+                               optional=True,
+                               tooltip=delivery.tooltip("target_lufs and ceiling_dbtp above") +
+                                       "\nPick the same profile in Broadcast QC."),
+                io.Float.Input("codec_headroom_db", default=d.codec_headroom_db, min=0.0, max=6.0, step=0.1,
+                               optional=True,
+                               tooltip="The limiter holds this far under the ceiling, for the AAC encode that "
+                                       "follows (decoded AAC peaks above its input: measured up to 0.19 dB at the "
+                                       "export's 192 kbps on speech, far more at 128 kbps). 0 for PCM delivery."),
             ],
             outputs=[io.Audio.Output("audio_out", display_name="audio"),
                      io.Audio.Output("audio_16k", display_name="audio_16k"),
@@ -148,17 +164,28 @@ class BroadcastAudioMaster(io.ComfyNode):
                                      tooltip="Integrated loudness of the output (first batch item), measured after "
                                              "the limiter; NaN with the loudness stage off."),
                      io.Float.Output("true_peak_dbtp", display_name="true_peak_dbtp",
-                                     tooltip="True peak of the output (4x oversampled, first batch item).")],
+                                     tooltip="True peak of the output (>= 192 kHz over-sampled, first batch "
+                                             "item).")],
         )
 
     @classmethod
+    def validate_inputs(cls, delivery_profile=None):
+        return validate(("delivery_profile", delivery_profile, delivery.CHOICES))
+
+    @classmethod
     def execute(cls, audio, lowpass, lowpass_hz, deess, deess_threshold, deess_max_db, terminal_s, loudness,
-                target_lufs, limit, ceiling_dbtp, highpass=True, highpass_hz=60.0) -> io.NodeOutput:
+                target_lufs, limit, ceiling_dbtp, highpass=True, highpass_hz=60.0, delivery_profile=delivery.CUSTOM,
+                codec_headroom_db=master.MasterSettings.codec_headroom_db) -> io.NodeOutput:
         wave, sr = check_audio(audio, "audio")
+        chosen = delivery.profile(delivery_profile)
+        if chosen is not None:  # the profile sets what QC will check against; the two widgets are for custom
+            target_lufs, ceiling_dbtp = chosen.target_lufs, chosen.max_true_peak_dbtp
         settings = master.MasterSettings(highpass=bool(highpass), highpass_hz=float(highpass_hz), lowpass=lowpass, lowpass_hz=lowpass_hz, deess=deess,
                                          deess_threshold=deess_threshold, deess_max_db=deess_max_db,
                                          terminal_s=terminal_s, loudness=loudness, target_lufs=target_lufs,
-                                         limit=limit, ceiling_dbtp=ceiling_dbtp)
+                                         limit=limit, ceiling_dbtp=ceiling_dbtp,
+                                         codec_headroom_db=float(codec_headroom_db),
+                                         delivery_profile=delivery.canonical(delivery_profile))
         bar = progress(wave.shape[0])
         items, reports = [], []
         for b in range(wave.shape[0]):

@@ -2,16 +2,12 @@
 
 Arrays are float64 ``(..., T)``: every helper works along the last axis, so a ``(channels, T)`` block is processed
 in one call. Envelopes use cumulative sums (O(T) whatever the window), filters are second-order sections run
-forward and backward (zero phase), and the true-peak estimate oversamples 4x with a polyphase FIR, as BS.1770's
-annex describes.
+forward and backward (zero phase). True peak is `engines/common/true_peak.py` (shared with the QC meter).
 """
 from __future__ import annotations
 
 import numpy as np
 from scipy import signal
-
-OVERSAMPLE = 4
-
 
 def moving_average(x: np.ndarray, width: int) -> np.ndarray:
     """Centred moving average of width `width` samples along the last axis (edges use the samples available)."""
@@ -46,27 +42,6 @@ def zero_phase(sos: np.ndarray, x: np.ndarray) -> np.ndarray:
     """Forward-backward filtering: no phase shift, so a band split and its remainder line up sample for sample."""
     padlen = min(3 * (2 * len(sos) + 1), x.shape[-1] - 1)
     return signal.sosfiltfilt(sos, x, axis=-1, padlen=max(padlen, 0))
-
-
-def true_peak(x: np.ndarray) -> float:
-    """Largest absolute value of `x` oversampled 4x (an estimate of the inter-sample peak), as linear amplitude."""
-    if x.shape[-1] == 0:
-        return 0.0
-    return float(max(np.max(np.abs(x)), np.max(np.abs(oversampled(x)))))
-
-
-def oversampled(x: np.ndarray) -> np.ndarray:
-    return signal.resample_poly(x, OVERSAMPLE, 1, axis=-1)
-
-
-def true_peak_per_sample(x: np.ndarray) -> np.ndarray:
-    """For each sample, the largest oversampled magnitude within one sample period of it (shape of `x`)."""
-    up = np.abs(oversampled(x))
-    n = x.shape[-1]
-    up = up[..., : n * OVERSAMPLE].reshape(*x.shape[:-1], n, OVERSAMPLE).max(axis=-1)
-    # An inter-sample peak between n and n+1 must be reachable by the gain of both neighbours.
-    shifted = np.concatenate([up[..., :1], up[..., :-1]], axis=-1)
-    return np.maximum(np.maximum(up, shifted), np.abs(x))
 
 
 def to_db(x) -> np.ndarray:

@@ -5,8 +5,9 @@ What it keeps (all tiny next to the audio: one minute is ~60k floats):
   which the gated integrated loudness, the momentary / short-term series and the loudness range are computed
   (`loudness.py`). The K-weighting filters are pyloudnorm's (the same biquads the mastering stage measures with),
   run statefully across blocks;
-- the true peak: BS.1770-4 annex 2, 4x oversampled with the same polyphase filter as the mastering limiter
-  (`scipy.signal.resample_poly`), each block with enough of its neighbours that no seam is mis-measured;
+- the true peak: BS.1770-5 annex 2 at an over-sampled rate of at least 192 kHz, by the one implementation the
+  mastering limiter uses too (`engines/common/true_peak.py`), each block with enough of its neighbours that no seam
+  is mis-measured;
 - per 1 ms: the mono mean square (for speech activity, silence and the lip-sync envelope) and the largest absolute
   sample of any channel (digital silence, clipping on the timeline);
 - per channel: the sum (DC offset) and the count of samples at or above full scale.
@@ -19,12 +20,11 @@ from typing import Optional
 import numpy as np
 from scipy import signal
 
-from ..omnivoice.dsp import OVERSAMPLE
+from ..common import true_peak as tp
 
 FULL_SCALE = 0.999           # |x| at or above this is an "over" (clipped) sample
 SUBBLOCK_S = 0.1             # BS.1770 gating blocks are 400 ms with 75 % overlap: four 100 ms sub-blocks
 CHANNEL_GAINS = (1.0, 1.0, 1.0, 1.41, 1.41)  # BS.1770-4 table 3: L, R, C, Ls, Rs
-TP_CONTEXT = 32              # input samples each side: the 4x filter reaches 10 (scipy's default half-length)
 PROCESS_SAMPLES = 1 << 16    # collect about this many samples before filtering (fewer, larger numpy calls)
 
 
@@ -77,8 +77,10 @@ class AudioMeter:
         self._samples = 0
         self._pending: list[np.ndarray] = []
         self._pending_n = 0
-        self._tp_tail = np.zeros((self.channels, TP_CONTEXT))  # silence before the start, as a whole-file pass sees
-        self._tp_start = -TP_CONTEXT  # sample index of the tail's first column
+        self._tp_context = tp.context_samples(self.rate)
+        self._tp_factor = tp.factor(self.rate)
+        self._tp_tail = np.zeros((self.channels, self._tp_context))  # silence before the start, as a whole-file pass sees
+        self._tp_start = -self._tp_context  # sample index of the tail's first column
         self._tp = 0.0
         self._tp_at = 0
         self._mono: list[np.ndarray] = []
@@ -151,23 +153,22 @@ class AudioMeter:
         self._ms_carry = x[:, edges[-1]:]
 
     def _true_peak(self, x: np.ndarray, final: bool) -> None:
+        ctx, n = self._tp_context, self._tp_factor
         buf = np.concatenate([self._tp_tail, x], axis=1)
         if final:
-            buf = np.concatenate([buf, np.zeros((self.channels, TP_CONTEXT))], axis=1)
-        if buf.shape[1] <= 2 * TP_CONTEXT:
+            buf = np.concatenate([buf, np.zeros((self.channels, ctx))], axis=1)
+        if buf.shape[1] <= 2 * ctx:
             self._tp_tail = buf if not final else buf[:, :0]
             return
-        # float32 halves the filter's time; the estimate is compared with thresholds in tenths of a dB.
-        up = signal.resample_poly(buf.astype(np.float32), OVERSAMPLE, 1, axis=-1)
-        lo, hi = TP_CONTEXT, buf.shape[1] - TP_CONTEXT  # inputs measured here; the rest is context
-        seg = np.abs(up[:, lo * OVERSAMPLE:hi * OVERSAMPLE]).max(axis=0)
+        lo, hi = ctx, buf.shape[1] - ctx  # inputs measured here; the rest is context
+        seg = tp.oversampled_magnitude(buf, self.rate)[:, lo * n:hi * n].max(axis=0)
         at = int(np.argmax(seg)) if seg.size else 0
         peak = max(float(seg[at]) if seg.size else 0.0, float(np.abs(buf[:, lo:hi]).max(initial=0.0)))
         if peak > self._tp:
             self._tp = peak
-            self._tp_at = self._tp_start + lo + at // OVERSAMPLE
-        self._tp_start += buf.shape[1] - 2 * TP_CONTEXT
-        self._tp_tail = buf[:, -2 * TP_CONTEXT:]
+            self._tp_at = self._tp_start + lo + at // n
+        self._tp_start += buf.shape[1] - 2 * ctx
+        self._tp_tail = buf[:, -2 * ctx:]
 
     def finish(self) -> AudioMeasurements:
         self._process(final=True)

@@ -2,7 +2,8 @@
 
 Every check names the standard its limit comes from (`limits.py`), says what it measured in words, and lists the
 stretches of time where it found a problem (for the timeline plot and for whoever fixes the clip). A skipped check
-(no audio, no file, no Whisper model, too short to tell) never fails the clip, and says why it was skipped.
+(no file, no Whisper model) or an inconclusive one (lip sync without evidence beyond chance: too little speech, no
+visible mouth, no significant correlation) never fails the clip, and says why.
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from . import lipsync, loudness
 from .limits import QCLimits
 from .source import Measured
 
-PASS, FAIL, SKIP = "pass", "fail", "skip"
+PASS, FAIL, SKIP, INCONCLUSIVE = "pass", "fail", "skip", "inconclusive"
 DIGITAL_SILENCE = 10 ** (-90 / 20)
 MAX_EVENTS = 50
 
@@ -68,18 +69,20 @@ def audio_checks(m: Measured, lim: QCLimits) -> list[Check]:
         return [Check(n, FAIL, None, "an audio track", "EBU R128", "no audio stream: a broadcast clip needs sound")
                 for n in names]
     out = []
+    profile = f"delivery profile {lim.delivery_profile} ({lim.profile_source})"
     lufs = loudness.integrated(a.subblock_power)
     lo, hi = lim.target_lufs - lim.loudness_tolerance_lu, lim.target_lufs + lim.loudness_tolerance_lu
     if not np.isfinite(lufs):
-        out.append(Check("integrated_loudness", FAIL, None, f"{lo:.1f} .. {hi:.1f} LUFS", "EBU R128 / BS.1770-4",
-                         "silent (nothing above the -70 LUFS gate)"))
+        out.append(Check("integrated_loudness", FAIL, None, f"{lo:.1f} .. {hi:.1f} LUFS",
+                         f"{profile}; measured per ITU-R BS.1770", "silent (nothing above the -70 LUFS gate)"))
     else:
         out.append(Check("integrated_loudness", _verdict(lo <= lufs <= hi), lufs, f"{lo:.1f} .. {hi:.1f} LUFS",
-                         "EBU R128 / ITU-R BS.1770-4",
+                         f"{profile}; measured per ITU-R BS.1770",
                          f"{lufs:.1f} LUFS integrated ({lufs - lim.target_lufs:+.1f} LU from {lim.target_lufs:g})"))
     tp_db = 20 * np.log10(max(a.true_peak, 1e-12))
     out.append(Check("true_peak", _verdict(tp_db <= lim.max_true_peak_dbtp), tp_db,
-                     f"<= {lim.max_true_peak_dbtp:g} dBTP", "ITU-R BS.1770-4 annex 2 (4x oversampled)",
+                     f"<= {lim.max_true_peak_dbtp:g} dBTP",
+                     f"{profile}; ITU-R BS.1770-5 annex 2, over-sampled to >= 192 kHz",
                      f"{tp_db:.2f} dBTP at {a.true_peak_s:.2f} s",
                      [] if tp_db <= lim.max_true_peak_dbtp else [(a.true_peak_s, a.true_peak_s + 0.05)]))
     lra = loudness.loudness_range(a.subblock_power)
@@ -202,6 +205,7 @@ def _colour_tags(m: Measured) -> Check:
 # -- A/V ---------------------------------------------------------------------------------------------------------------
 
 def av_checks(m: Measured, lim: QCLimits) -> tuple[list[Check], Optional[lipsync.SyncEstimate], tuple]:
+    """A/V durations, lip sync (in sync / out of sync / inconclusive with the reason) and face flicker."""
     info, fps = m.info, m.info.fps
     out = []
     if info.audio_seconds is None:
@@ -213,21 +217,30 @@ def av_checks(m: Measured, lim: QCLimits) -> tuple[list[Check], Optional[lipsync
                          f"video {info.video_seconds:.3f} s, audio {info.audio_seconds:.3f} s "
                          f"({diff:.2f} frame(s) apart)"))
     est = None
-    if m.audio is not None and m.audio.samples:
-        est = lipsync.estimate(m.picture.block_motion, fps, m.audio.ms_energy)
-    window = f"-{lim.max_audio_early_ms:g} .. +{lim.max_audio_late_ms:g} ms"
-    if est is None:
-        out.append(Check("lip_sync", SKIP, None, window, "EBU R37", "clip too short or without audio to estimate"))
-    elif est.confidence < lim.min_sync_confidence:
-        out.append(Check("lip_sync", SKIP, est.offset_ms, window, "EBU R37",
-                         f"inconclusive: best offset {est.offset_ms:+.0f} ms at confidence {est.confidence:.2f} "
-                         f"(under {lim.min_sync_confidence:g}; no mouth motion that follows the audio)"))
+    tol = lipsync.tolerance(lim.lipsync_tolerance, lim.max_audio_early_ms, lim.max_audio_late_ms)
+    window = f"audio {tol.max_early_ms:g} ms early .. {tol.max_late_ms:g} ms late"
+    std = f"{tol.name}: {tol.source}"
+    if m.audio is None or not m.audio.samples:
+        out.append(Check("lip_sync", INCONCLUSIVE, None, window, std, "inconclusive: no audio"))
     else:
-        ok = -lim.max_audio_early_ms <= est.offset_ms <= lim.max_audio_late_ms
-        side = "late" if est.offset_ms > 0 else "early"
-        out.append(Check("lip_sync", _verdict(ok), est.offset_ms, window, "EBU R37 (ITU-R BT.1359)",
-                         f"audio {abs(est.offset_ms):.0f} ms {side}, confidence {est.confidence:.2f}",
-                         [] if ok else [(0.0, info.video_seconds)]))
+        est = lipsync.estimate(m.picture.block_luma, m.picture.block_motion, fps, m.audio.ms_energy,
+                               lim.min_speech_dbfs)
+        if est.state != lipsync.INCONCLUSIVE and est.correlation < lim.min_sync_confidence:
+            est = lipsync.SyncEstimate(lipsync.INCONCLUSIVE, None, est.correlation, est.p_value,
+                                       f"correlation {est.correlation:.2f} under min_sync_confidence "
+                                       f"{lim.min_sync_confidence:g}", est.mouth_blocks, est.speech_s)
+        est = lipsync.judge(est, tol.max_early_ms, tol.max_late_ms)
+        if est.state == lipsync.INCONCLUSIVE:
+            out.append(Check("lip_sync", INCONCLUSIVE, None, window, std, f"inconclusive: {est.reason}"))
+        else:
+            side = "late" if est.offset_ms > 0 else "early"
+            limit = tol.max_late_ms if est.offset_ms > 0 else tol.max_early_ms
+            ok = est.state == lipsync.IN_SYNC
+            verdict = "in sync" if ok else f"out of sync by {abs(est.offset_ms) - limit:.0f} ms beyond the limit"
+            out.append(Check("lip_sync", _verdict(ok), est.offset_ms, window, std,
+                             f"{verdict}: audio {abs(est.offset_ms):.0f} ms {side} (correlation "
+                             f"{est.correlation:.2f}, p = {est.p_value:.2f} against rotated audio)",
+                             [] if ok else [(0.0, info.video_seconds)]))
     face = face_region(m, est)
     out.append(_flicker(m, lim, face))
     return out, est, face
@@ -237,7 +250,7 @@ def face_region(m: Measured, est: Optional[lipsync.SyncEstimate]) -> tuple:
     """(row0, row1, col0, col1) in analysis blocks: around the mouth blocks (a face is ~3 mouths wide, the eyes
     ~2 mouth heights above), or the whole picture when no mouth was found."""
     rows, cols = m.picture.grid
-    if est is None or not est.mouth_blocks or est.confidence <= 0:
+    if est is None or not est.mouth_blocks:
         return (0, rows, 0, cols)
     r = np.array(est.mouth_blocks) // cols
     c = np.array(est.mouth_blocks) % cols

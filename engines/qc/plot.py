@@ -5,7 +5,8 @@ Drawn with Pillow (ComfyUI's own image dependency) into a uint8 RGB array:
 - up to six evenly spaced frames, with their times;
 - momentary (thin) and short-term (thick) loudness in LUFS against time, the target and its tolerance shaded,
   the true-peak position marked;
-- one lane per check that found something, its stretches drawn in red (skipped checks are not drawn).
+- one lane per check that found something, its stretches drawn in red (skipped checks are not drawn);
+- a table: every check's state (pass, fail, skip, inconclusive), measured value, limit and standard.
 """
 from __future__ import annotations
 
@@ -28,7 +29,8 @@ def render(measured, checks, verdict: str, failed: list, target_lufs: float, tol
     if thumbs:
         strip_h = min(160, max(t.shape[0] for _, t in thumbs)) + 14
     plot_h, lane_h = 170, 16
-    height = 28 + strip_h + plot_h + 24 + lane_h * max(len(lanes), 1) + 8
+    row_h = 12
+    height = 28 + strip_h + plot_h + 24 + lane_h * max(len(lanes), 1) + 8 + row_h * (len(checks) + 1) + 6
     img = Image.new("RGB", (WIDTH, height), DARK)
     draw = ImageDraw.Draw(img)
     banner = GREEN if verdict == "pass" else RED
@@ -90,4 +92,12 @@ def render(measured, checks, verdict: str, failed: list, target_lufs: float, tol
         for a, b in check.events:
             draw.rectangle([tx(a), y + 3, max(tx(b), tx(a) + 2), y + lane_h - 3], fill=colour)
         y += lane_h
+    y = max(y, bottom + 24 + lane_h) + 8
+    colours = {"pass": GREEN, "fail": RED, "inconclusive": (230, 170, 60)}
+    draw.text((4, y), f"{'state':13}{'check':20}{'value':>10}  limit; standard", fill=GREY, font=font)
+    for check in checks:
+        y += row_h
+        value = "-" if check.value is None or not np.isfinite(check.value) else f"{float(check.value):.2f}"
+        line = f"{check.status:13}{check.name:20}{value:>10}  {check.limit}; {check.standard}"
+        draw.text((4, y), line[:125], fill=colours.get(check.status, GREY), font=font)
     return np.asarray(img, dtype=np.uint8)

@@ -60,7 +60,7 @@ def evaluate(measured: source.Measured, limits: QCLimits, expected_text: str = "
     results += av
     words, transcript = C.intelligibility(measured, limits, expected_text, transcribe)
     results.append(words)
-    failed = [c.name for c in results if c.status == C.FAIL]
+    failed = [c.name for c in results if c.status == C.FAIL]  # skipped and inconclusive checks never fail
     verdict = "fail" if failed else "pass"
     info = measured.info
     report = {
@@ -77,8 +77,13 @@ def evaluate(measured: source.Measured, limits: QCLimits, expected_text: str = "
         report["loudness"] = {"max_momentary_lufs": _finite(mo.max() if mo.size else None),
                               "max_short_term_lufs": _finite(st.max() if st.size else None)}
     if sync is not None:
-        report["lip_sync"] = {"offset_ms": round(float(sync.offset_ms), 1),
-                              "confidence": round(float(sync.confidence), 3),
+        report["lip_sync"] = {"state": sync.state, "reason": sync.reason,
+                              "offset_ms": None if sync.offset_ms is None else round(float(sync.offset_ms), 1),
+                              "sign": "positive = audio late (after the picture); the standards write audio early "
+                                      "as +",
+                              "correlation": round(float(sync.correlation), 3),
+                              "p_value": None if sync.p_value is None else round(float(sync.p_value), 3),
+                              "speech_s": round(float(sync.speech_s), 2), "tolerance": limits.lipsync_tolerance,
                               "face_region_blocks": list(map(int, face)), "grid": list(measured.picture.grid),
                               "block_px": list(measured.picture.block_px)}
     if transcript is not None:
@@ -100,5 +105,5 @@ def summary(report: dict, results: list) -> str:
               f"{src.get('video_seconds', 0):.2f} s")
     lines = [head]
     for c in results:
-        lines.append(f"{c.status.upper():4}  {c.name}: {c.detail}")
+        lines.append(f"{c.status.upper():4}  {c.name}: {c.detail} [limit {c.limit}; {c.standard}]")
     return "\n".join(lines)

@@ -14,13 +14,13 @@ EXPORT = {
     "faststart": True, "audio_mode": "match_video", "audio_bitrate_kbps": 192,
 }
 QC = {"fps": 25.0, "expected_text": "", "whisper_model": "(none)", "language": "", "loudness_preset":
-      "streaming -14 LUFS", "channel_layout": "mono_or_stereo", **{t.name: t.default for t in THRESHOLDS}}
+      "streaming", "channel_layout": "mono_or_stereo", **{t.name: t.default for t in THRESHOLDS}}
 
 
 @pytest.fixture(scope="module")
 def clips(comfy):
     names = {}
-    for name, fault in (("qc_clean.mp4", None), ("qc_low.mp4", "low_1lu")):
+    for name, fault in (("qc_clean.mp4", None), ("qc_low.mp4", "low_2lu")):
         path = comfy.input_dir / name
         if not path.exists():
             talking_clip(path, seconds=4.0, fault=fault)
@@ -46,7 +46,10 @@ def test_node_is_listed_with_standards_in_its_tooltips(comfy):
     assert "BS.1770" in required["max_true_peak_dbtp"][1]["tooltip"]
     assert "R103" in required["luma_max_percent"][1]["tooltip"]
     assert "R37" in required["max_audio_late_ms"][1]["tooltip"]
-    assert "-23 LUFS (EBU R128)" in str(required["loudness_preset"])
+    profile = required["loudness_preset"]
+    assert {"EBU R128", "ATSC A/85", "streaming", "podcast", "custom"} <= set(profile[0] if isinstance(profile[0], list)
+                                                                              else profile[1]["options"])
+    assert "-24 LKFS" in profile[1]["tooltip"] and "-2 dBTP" in profile[1]["tooltip"]
 
 
 def test_clean_export_passes_and_the_verdict_is_in_history(comfy, clips):
@@ -64,13 +67,13 @@ def test_clean_export_passes_and_the_verdict_is_in_history(comfy, clips):
 
 
 def test_failing_clip_is_reported_and_the_export_still_written(comfy, clips):
-    entry = comfy.run(export_then_qc(clips["low_1lu"]))
+    entry = comfy.run(export_then_qc(clips["low_2lu"]))
     verdict = entry["outputs"]["3"]["broadcast_qc"][0]
     assert verdict["verdict"] == "fail" and verdict["failed"] == ["integrated_loudness"]
     written = entry["outputs"]["2"]["images"][0]
     assert (comfy.output_dir / written["subfolder"] / written["filename"]).is_file()
     # The same clip passes a custom target set to where it is.
-    entry = comfy.run(export_then_qc(clips["low_1lu"], loudness_preset="custom", target_lufs=-15.0))
+    entry = comfy.run(export_then_qc(clips["low_2lu"], loudness_preset="custom", target_lufs=-16.0))
     assert entry["outputs"]["3"]["broadcast_qc"][0]["verdict"] == "pass"
 
 
@@ -118,7 +121,7 @@ def test_batch_runner_records_each_verdict_and_exits_non_zero_on_a_fail(comfy, c
     workflow.write_text(json.dumps(export_then_qc(clips["clean"])))
     batch = tmp_path / "qc.jsonl"
     batch.write_text("".join(json.dumps({"name": name, "workflow": str(workflow), "set": {"1.video": clips[key]}})
-                             + "\n" for name, key in (("clean", "clean"), ("low", "low_1lu"))))
+                             + "\n" for name, key in (("clean", "clean"), ("low", "low_2lu"))))
     proc = subprocess.run([os.environ.get("BA_PYTHON") or sys.executable, str(REPO_ROOT / "scripts" / "run_batch.py"),
                            str(batch), "--url", comfy.url, "--no-progress", "--out-dir", str(tmp_path / "out")],
                           capture_output=True, text=True, timeout=600)
@@ -128,4 +131,33 @@ def test_batch_runner_records_each_verdict_and_exits_non_zero_on_a_fail(comfy, c
     done = {names[r["key"]]: r["qc"] for r in records if r["state"] == "done"}
     assert [v["verdict"] for v in done["clean"]] == ["pass"]
     assert [(v["verdict"], v["failed"]) for v in done["low"]] == [("fail", ["integrated_loudness"])]
-    assert done["low"][0]["report"]["checks"]["integrated_loudness"]["standard"].startswith("EBU R128")
+    standard = done["low"][0]["report"]["checks"]["integrated_loudness"]["standard"]
+    assert standard.startswith("delivery profile streaming") and "BS.1770" in standard
+
+
+@pytest.mark.parametrize("profile, target, ceiling", [("ATSC A/85", -24.0, -2.0), ("EBU R128", -23.0, -1.0)])
+def test_one_delivery_profile_drives_the_master_and_the_check(comfy, clips, profile, target, ceiling):
+    """Audio Master and QC set to the same profile: the master lands on the profile's target (its own target_lufs
+    widget says -14 and is overridden), and QC of the exported AAC passes loudness and true peak against the same
+    profile; checked against another profile, the same file fails loudness."""
+    master = {"class_type": "BroadcastAudioMaster", "inputs": {
+        "audio": ["1", 1], "lowpass": True, "lowpass_hz": 9600.0, "deess": True, "deess_threshold": 0.045,
+        "deess_max_db": 7.0, "terminal_s": True, "loudness": True, "target_lufs": -14.0, "limit": True,
+        "ceiling_dbtp": -1.0, "highpass": True, "highpass_hz": 60.0, "delivery_profile": profile,
+        "codec_headroom_db": 0.5}}
+    graph = export_then_qc(clips["clean"], loudness_preset=profile)
+    graph["4"] = master
+    graph["2"]["inputs"]["audio"] = ["4", 0]
+    entry = comfy.run(graph)
+    report = entry["outputs"]["3"]["broadcast_qc"][0]["report"]
+    checks = report["checks"]
+    assert checks["integrated_loudness"]["status"] == "pass", checks["integrated_loudness"]
+    assert checks["true_peak"]["status"] == "pass" and checks["true_peak"]["value"] <= ceiling, checks["true_peak"]
+    assert abs(checks["integrated_loudness"]["value"] - target) <= 0.2
+    assert report["limits"]["delivery_profile"] == profile and report["limits"]["profile_source"]
+    assert profile in checks["integrated_loudness"]["standard"] and profile in checks["true_peak"]["standard"]
+    other = export_then_qc(clips["clean"], loudness_preset="streaming")
+    other["4"] = master
+    other["2"]["inputs"]["audio"] = ["4", 0]
+    assert comfy.run(other)["outputs"]["3"]["broadcast_qc"][0]["report"]["checks"]["integrated_loudness"][
+        "status"] == "fail"

@@ -10,12 +10,14 @@ from engines.common.errors import InputError
 from engines.omnivoice import dsp, master
 from engines.qc import QCLimits, loudness, qc_file, qc_frames
 from engines.qc.audio_meter import AudioMeter
+from engines.common import true_peak
+from tests.fixtures.peak_reference import reference_peak_db
 from tests.fixtures.qc_clips import FAULTS, talking_clip, voice
 
 LIMITS = QCLimits()
 # What each fault must fail (and nothing outside the set may fail).
 EXPECTED = {
-    "low_1lu": {"integrated_loudness"},
+    "low_2lu": {"integrated_loudness"},
     "clipped": {"clipping", "true_peak", "integrated_loudness"},   # driven 12 dB into full scale: louder too
     "frozen": {"frozen_frames"},
     "superwhite": {"luma_levels"},
@@ -42,9 +44,10 @@ def test_clean_clip_passes_every_check(clean):
     assert clean.verdict == "pass", clean.text
     checks = clean.report["checks"]
     assert {n for n, c in checks.items() if c["status"] == "skip"} == {"intelligibility"}
+    for check in checks.values():  # every check states its state, value, limit and standard
+        assert check["status"] in ("pass", "fail", "skip", "inconclusive") and check["limit"] and check["standard"]
     assert abs(checks["integrated_loudness"]["value"] + 14.0) < 0.2
     assert checks["true_peak"]["value"] <= -1.0
-    assert abs(checks["lip_sync"]["value"]) < 20
     assert checks["colour_tags"]["detail"].startswith("range tv, matrix smpte170m, primaries bt709")
 
 
@@ -70,27 +73,21 @@ def test_faults_are_located_in_time(clips):
     assert white["value"] == 30 and white["events"] == [[2.0, 3.0]]
 
 
-def test_low_clip_reads_one_lu_under(clips, clean):
-    low = qc_file(clips("low_1lu", fault="low_1lu"), LIMITS).report["checks"]["integrated_loudness"]["value"]
-    assert abs(clean.report["checks"]["integrated_loudness"]["value"] - low - 1.0) < 0.1
+def test_low_clip_reads_two_lu_under(clips, clean):
+    low = qc_file(clips("low_2lu", fault="low_2lu"), LIMITS).report["checks"]["integrated_loudness"]["value"]
+    assert abs(clean.report["checks"]["integrated_loudness"]["value"] - low - 2.0) < 0.1
 
 
 def test_broadcast_preset_fails_a_streaming_master_and_custom_target_passes_it(clips):
     path = clips("clean")
-    assert qc_file(path, QCLimits.from_values({}, "broadcast -23 LUFS (EBU R128)")).failed == ["integrated_loudness"]
+    assert qc_file(path, QCLimits.from_values({}, "EBU R128")).failed == ["integrated_loudness"]
+    # A workflow saved with the old preset name still loads, meaning the same.
+    assert QCLimits.from_values({}, "broadcast -23 LUFS (EBU R128)") == QCLimits.from_values({}, "EBU R128")
     assert qc_file(path, QCLimits.from_values({"target_lufs": -14.0}, "custom")).verdict == "pass"
 
 
-@pytest.mark.parametrize("offset_ms", [0, 80, -80, 200, -200])
-def test_lip_sync_offset_is_estimated_within_40_ms(clips, offset_ms):
-    result = qc_file(clips(f"sync{offset_ms}", audio_delay_ms=offset_ms), LIMITS)
-    sync = result.report["lip_sync"]
-    assert abs(sync["offset_ms"] - offset_ms) <= 40, sync
-    assert sync["confidence"] > 0.6
-    check = result.report["checks"]["lip_sync"]
-    # EBU R37: at most 40 ms early, 60 ms late
-    assert check["status"] == ("pass" if offset_ms == 0 else "fail")
-    assert set(result.failed) <= {"lip_sync"}
+# Lip sync is tested in test_qc_lipsync.py with mouths driven by espeak-ng's phoneme timings: these clips' mouths
+# follow the very envelope the estimator correlates with, which would prove nothing about it.
 
 
 def test_lip_sync_without_a_talking_mouth_is_inconclusive_not_failed():
@@ -101,7 +98,7 @@ def test_lip_sync_without_a_talking_mouth_is_inconclusive_not_failed():
     samples, _ = voice(6.0)
     result = qc_frames(frames, 30.0, (samples[None], 48000), LIMITS)
     check = result.report["checks"]["lip_sync"]
-    assert check["status"] == "skip" and "inconclusive" in check["detail"]
+    assert check["status"] == "inconclusive" and "inconclusive" in check["detail"]
 
 
 def test_frames_and_audio_are_measured_like_the_export(clips):
@@ -113,7 +110,6 @@ def test_frames_and_audio_are_measured_like_the_export(clips):
     result = qc_frames(frames, 30.0, (samples[None].astype(np.float32), 48000), LIMITS)
     assert result.verdict == "pass", result.text
     assert result.report["checks"]["colour_tags"]["status"] == "skip"
-    assert abs(result.report["lip_sync"]["offset_ms"]) < 20
 
 
 def test_streaming_meter_matches_whole_file_measurements():
@@ -125,7 +121,8 @@ def test_streaming_meter_matches_whole_file_measurements():
         meter.feed(x[:, i:i + 3001])
     m = meter.finish()
     assert abs(loudness.integrated(m.subblock_power) - master.measure_lufs(x, rate)) < 0.01
-    assert abs(20 * np.log10(m.true_peak / dsp.true_peak(x))) < 0.01
+    assert abs(20 * np.log10(m.true_peak) - reference_peak_db(x)) < 0.05  # an independent reference
+    assert m.true_peak == pytest.approx(true_peak.true_peak(x, rate), rel=1e-9)  # seams measured as whole
     assert m.ms_energy.size == 8000 and m.samples == x.shape[1]
     assert np.allclose(m.dc, x.mean(axis=1), atol=1e-9)
 
@@ -168,6 +165,18 @@ def test_the_word_check_compares_whisper_figures_with_the_prepared_script_in_spo
     assert result.report["checks"]["intelligibility"]["value"] == 1.0
 
 
+@pytest.mark.parametrize("name, target, tolerance, ceiling", [
+    # The standards' current texts (EBU R 128 v5 (h)(i)(m); ATSC A/85:2013; Spotify; Apple Podcasts).
+    ("EBU R128", -23.0, 0.2, -1.0), ("ATSC A/85", -24.0, 2.0, -2.0), ("streaming", -14.0, 1.0, -1.0),
+    ("podcast", -16.0, 1.0, -1.0)])
+def test_a_delivery_profile_sets_target_tolerance_and_ceiling_over_the_widgets(name, target, tolerance, ceiling):
+    lim = QCLimits.from_values({"target_lufs": -30.0, "loudness_tolerance_lu": 4.0, "max_true_peak_dbtp": -6.0}, name)
+    assert (lim.target_lufs, lim.loudness_tolerance_lu, lim.max_true_peak_dbtp) == (target, tolerance, ceiling)
+    assert lim.delivery_profile == name and lim.profile_source
+    custom = QCLimits.from_values({"target_lufs": -30.0, "max_true_peak_dbtp": -6.0}, "custom")
+    assert (custom.target_lufs, custom.max_true_peak_dbtp) == (-30.0, -6.0)
+
+
 def test_bad_limits_and_files_are_named():
     with pytest.raises(InputError, match="loudness_preset"):
         QCLimits.from_values({}, "loud")
@@ -183,3 +192,19 @@ def test_sheet_is_an_image_with_the_verdict_colour(clean, clips):
     assert tuple(sheet[5, 5]) == (46, 160, 67)
     failed = qc_file(clips("frozen", fault="frozen"), LIMITS).sheet
     assert tuple(failed[5, 5]) == (200, 40, 40) and failed.shape[0] > sheet.shape[0] - 1
+
+
+@pytest.mark.parametrize("name", ["broadcast_musetalk", "broadcast_ditto", "broadcast_wardrobe"])
+def test_shipped_broadcasts_master_and_check_against_one_delivery_profile(name):
+    import json
+    from pathlib import Path
+
+    from engines.common import delivery
+
+    graph = json.loads((Path(__file__).resolve().parents[2] / "workflows" / "api" / f"{name}.api.json").read_text())
+    masters = [n["inputs"] for n in graph.values() if n["class_type"] == "BroadcastAudioMaster"]
+    checks = [n["inputs"] for n in graph.values() if n["class_type"] == "BroadcastQC"]
+    assert masters and checks
+    chosen = {delivery.canonical(m["delivery_profile"]) for m in masters} | \
+        {delivery.canonical(q["loudness_preset"]) for q in checks}
+    assert len(chosen) == 1 and delivery.CUSTOM not in chosen, chosen
