@@ -76,7 +76,10 @@ def main() -> None:
     ap.add_argument("--target", type=float, default=-14.0)
     ap.add_argument("--kbps", type=int, default=192)
     ap.add_argument("--pairs", type=int, default=60)
+    ap.add_argument("--quick", action="store_true", help="a smoke run (bash scripts/bench.sh --quick): 6 pairs")
     args = ap.parse_args()
+    if args.quick:
+        args.pairs = min(args.pairs, 6)
     if not espeak.available():
         sys.exit("espeak-ng is not installed (scripts/env.sh installs it)")
     if args.aac or not args.lipsync:
