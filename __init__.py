@@ -122,10 +122,12 @@ async def comfy_entrypoint():
     from comfy_api.latest import ComfyExtension
 
     from .nodes.comfy_bridge import register_folders, register_routes, report_cache
+    from .nodes.model_check import register as register_model_check
 
     register_folders()
     report_cache()
     register_routes()
+    register_model_check()
 
     class BroadcastAvatarExtension(ComfyExtension):
         async def get_node_list(self):

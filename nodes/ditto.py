@@ -27,8 +27,9 @@ from ..engines.ditto.putback import BLEND_MODES as PUTBACK_BLENDS
 from ..engines.ditto.render import RenderSettings
 from ..engines.export import check_prefix
 from . import comfy_bridge, core_features, sources, types
-from .accel import BACKENDS, Accelerated, backend_input
+from .accel import Accelerated, backend_input
 from .inputs import PRECISIONS, resolve_precision, validate
+from .model_check import loader_check
 from .video_output import FRAMES_TOOLTIP, HIDDEN, STREAM_TO_EXPORT_TOOLTIP, check_one_stream, stream_video
 
 log = logging.getLogger("broadcast_avatar.ditto")
@@ -95,8 +96,9 @@ class BroadcastDittoLoader(io.ComfyNode):
         )
 
     @classmethod
-    def validate_inputs(cls, precision=None, backend=None):
-        return validate(("precision", precision, PRECISIONS), ("backend", backend, BACKENDS))
+    def validate_inputs(cls, model_name=None):
+        # Only model_name: ComfyUI repeats a refusal under every input named here; core checks the other combos.
+        return loader_check(FAMILY, "model_name", model_name)
 
     @classmethod
     def execute(cls, model_name, precision, backend="auto") -> io.NodeOutput:

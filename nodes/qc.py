@@ -20,7 +20,7 @@ from ..engines.common.images import check_image_batch
 from ..engines.omnivoice import asr
 from ..engines.qc import DEFAULT_PRESET, LAYOUTS, LOUDNESS_PRESETS, THRESHOLDS, QCLimits, qc_file, qc_frames
 from . import comfy_bridge
-from .inputs import validate
+from .model_check import loader_check
 from .tts_common import WHISPER_NONE, load_whisper, whisper_names
 
 log = logging.getLogger("broadcast_avatar.qc")
@@ -105,9 +105,9 @@ class BroadcastQC(io.ComfyNode):
         )
 
     @classmethod
-    def validate_inputs(cls, loudness_preset=None, channel_layout=None, whisper_model=None):
-        return validate(("loudness_preset", loudness_preset, tuple(LOUDNESS_PRESETS)),
-                        ("channel_layout", channel_layout, LAYOUTS))
+    def validate_inputs(cls, whisper_model=None):
+        # Only whisper_model: ComfyUI repeats a refusal under every input named here; core checks the combos.
+        return loader_check("whisper", "whisper_model", whisper_model)
 
     @classmethod
     def execute(cls, fps, expected_text, whisper_model, language, loudness_preset, channel_layout, video=None,

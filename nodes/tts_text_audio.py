@@ -18,6 +18,7 @@ from ..engines.omnivoice.normalize import DOLLARS, PESOS, NormalizeSettings, par
 from ..engines.omnivoice.text import MAX_SUB_BATCH, MAX_WORDS, MIN_WORDS, prepare_text
 from . import core_features, types
 from .comfy_bridge import category, progress
+from .model_check import loader_check
 from .tts_common import WHISPER_NONE, load_whisper, whisper_names
 
 CATEGORY = category("tts")
@@ -205,6 +206,10 @@ class BroadcastSpeechVerify(io.ComfyNode):
                      io.String.Output("transcript", display_name="transcript"),
                      io.String.Output("report", display_name="report")],
         )
+
+    @classmethod
+    def validate_inputs(cls, whisper_model=None):
+        return loader_check("whisper", "whisper_model", whisper_model)
 
     @classmethod
     def execute(cls, audio, expected_text, whisper_model, language, ignore_accents) -> io.NodeOutput:

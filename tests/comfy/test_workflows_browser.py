@@ -9,7 +9,6 @@ page converts the graph with `app.graphToPrompt`, the case's overrides are appli
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 
@@ -58,18 +57,8 @@ def _screenshot_is_a_drawn_graph(page, path):
 
 @pytest.fixture(scope="module")
 def browser(comfy):
-    if not os.path.exists(frontend.CHROMIUM):
-        pytest.skip(f"no Chromium at {frontend.CHROMIUM} (scripts/env.sh installs Debian's chromium as root)")
-    from playwright.sync_api import sync_playwright
-
-    status, _ = comfy.request("POST", "/settings", frontend.SETTINGS)
-    assert status == 200, f"seeding the frontend settings failed: HTTP {status}"
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=frontend.CHROMIUM, headless=True, args=frontend.CHROMIUM_ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
+    with frontend.chromium(comfy) as b:
+        yield b
 
 
 @pytest.fixture
