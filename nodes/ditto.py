@@ -77,7 +77,7 @@ class BroadcastDittoLoader(io.ComfyNode):
     def define_schema(cls) -> io.Schema:
         return io.Schema(
             node_id="BroadcastDittoLoader",
-            display_name="Broadcast Ditto Loader",
+            **core_features.searchable("BroadcastDittoLoader", "Broadcast Ditto Loader"),
             category=CATEGORY,
             description="Load Ditto (PyTorch release) from a folder in models/ditto laid out as upstream's "
                         "checkpoints/: ditto_cfg/*.pkl, ditto_pytorch/models/*.pth, ditto_pytorch/aux_models/*.onnx.",
@@ -180,7 +180,7 @@ class BroadcastDittoAudioFeatures(io.ComfyNode):
     def define_schema(cls) -> io.Schema:
         return io.Schema(
             node_id="BroadcastDittoAudioFeatures",
-            display_name="Broadcast Ditto Audio Features",
+            **core_features.searchable("BroadcastDittoAudioFeatures", "Broadcast Ditto Audio Features"),
             category=CATEGORY,
             description="Speech -> 16 kHz mono -> streaming HuBERT (ONNX) windows -> one 1024-d feature per video "
                         "frame at 25 fps. Any sample rate is resampled.",
@@ -207,7 +207,7 @@ class BroadcastDittoMotion(io.ComfyNode):
     def define_schema(cls) -> io.Schema:
         return io.Schema(
             node_id="BroadcastDittoMotion",
-            display_name="Broadcast Ditto Motion",
+            **core_features.searchable("BroadcastDittoMotion", "Broadcast Ditto Motion"),
             category=CATEGORY,
             description="LMDM motion diffusion over overlapping windows (DDIM, eta 1, classifier-free guidance), "
                         "conditioned on the audio features, an emotion, the avatar's eyes and keypoints.",

@@ -134,7 +134,7 @@ class BroadcastMuseTalkLoader(io.ComfyNode):
     def define_schema(cls) -> io.Schema:
         return io.Schema(
             node_id="BroadcastMuseTalkLoader",
-            display_name="Broadcast MuseTalk Loader",
+            **core_features.searchable("BroadcastMuseTalkLoader", "Broadcast MuseTalk Loader"),
             category=CATEGORY,
             description="Load MuseTalk's UNet, VAE and Whisper encoder from a folder in models/musetalk laid out "
                         "as upstream's models/ (musetalkV15/, sd-vae/, whisper/); never downloads.",
@@ -172,7 +172,7 @@ class BroadcastFaceTrack(io.ComfyNode):
     def define_schema(cls) -> io.Schema:
         return io.Schema(
             node_id="BroadcastFaceTrack",
-            display_name="Broadcast Face Track",
+            **core_features.searchable("BroadcastFaceTrack", "Broadcast Face Track"),
             category=CATEGORY,
             description="Track the face box through a clip: an SCRFD .onnx from models/ or OpenCV's built-in Haar "
                         "cascade on every Nth frame of a small proxy, interpolated between; or from a MASK or a box.",

@@ -264,7 +264,7 @@ class BroadcastVoiceMorph(io.ComfyNode):
     def define_schema(cls):
         return io.Schema(
             node_id="BroadcastVoiceMorph",
-            display_name="Broadcast Voice Morph",
+            **core_features.searchable("BroadcastVoiceMorph", "Broadcast Voice Morph"),
             category=CATEGORY,
             description="Blend two voices with a weight: weight x A + (1 - weight) x B (B stretched to A's length) in "
                         "the audio tokenizer's latent space, quantised back into a voice prompt with A's transcript.",
@@ -303,7 +303,7 @@ class BroadcastOmniVoiceDialogue(io.ComfyNode):
     def define_schema(cls):
         return io.Schema(
             node_id="BroadcastOmniVoiceDialogue",
-            display_name="Broadcast OmniVoice Dialogue",
+            **core_features.searchable("BroadcastOmniVoiceDialogue", "Broadcast OmniVoice Dialogue"),
             category=CATEGORY,
             description="Read a script whose lines start with a speaker tag ('Anchor: ...' or '[anchor] ...') with "
                         "the saved voice each tag is cast to; every turn is prepared and joined like single-voice "

@@ -19,7 +19,7 @@ from ..engines.common.errors import InputError
 from ..engines.common.images import check_image_batch
 from ..engines.omnivoice import asr
 from ..engines.qc import DEFAULT_PRESET, LAYOUTS, LOUDNESS_PRESETS, THRESHOLDS, QCLimits, qc_file, qc_frames
-from . import comfy_bridge
+from . import comfy_bridge, core_features
 from .model_check import loader_check
 from .tts_common import WHISPER_NONE, load_whisper, whisper_names
 
@@ -57,7 +57,7 @@ class BroadcastQC(io.ComfyNode):
     def define_schema(cls) -> io.Schema:
         return io.Schema(
             node_id="BroadcastQC",
-            display_name="Broadcast QC",
+            **core_features.searchable("BroadcastQC", "Broadcast QC"),
             category=CATEGORY,
             description="Quality control of a finished clip, streamed: loudness / LRA / true peak (EBU R128, "
                         "BS.1770-4), legal levels and colour tags (EBU R103), black / frozen frames, face flicker, "

@@ -56,7 +56,7 @@ class BroadcastSam3Loader(io.ComfyNode):
     def define_schema(cls) -> io.Schema:
         return io.Schema(
             node_id="BroadcastSam3Loader",
-            display_name="Broadcast Sam3 Loader",
+            **core_features.searchable("BroadcastSam3Loader", "Broadcast Sam3 Loader"),
             category=CATEGORY,
             description="Load SAM3 (text-prompted video segmentation) from models/sam3/<folder> in the Hugging Face "
                         "transformers layout; never downloads.",
@@ -161,7 +161,7 @@ class BroadcastSam3TrackToMasks(io.ComfyNode):
     def define_schema(cls) -> io.Schema:
         return io.Schema(
             node_id="BroadcastSam3TrackToMasks",
-            display_name="Broadcast Sam3 Track To Masks",
+            **core_features.searchable("BroadcastSam3TrackToMasks", "Broadcast Sam3 Track To Masks"),
             category=CATEGORY,
             description="Adapter for ComfyUI core's SAM3 Video Track: its track data -> union + mask_1..mask_4 at the "
                         "frames' size, binary, so core's SAM3 model can feed the pack's mask cache and compositors.",

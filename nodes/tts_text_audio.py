@@ -183,7 +183,7 @@ class BroadcastSpeechVerify(io.ComfyNode):
     def define_schema(cls):
         return io.Schema(
             node_id="BroadcastSpeechVerify",
-            display_name="Broadcast Speech Verify",
+            **core_features.searchable("BroadcastSpeechVerify", "Broadcast Speech Verify"),
             category=CATEGORY,
             description="Whisper transcript of the audio and word accuracy (1 - WER after normalisation) against "
                         "the expected text.",

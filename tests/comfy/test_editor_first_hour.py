@@ -73,3 +73,38 @@ def test_a_broadcast_without_models_is_refused_once_with_every_download_command(
     assert f"--local-dir {comfy.models_dir / 'omnivoice' / 'absent-omnivoice'}" in flat
     for noise in ("Traceback", "ModelFilesMissing", "InputError", "engines."):
         assert noise not in shown, shown
+
+
+# What users type -> a node it must find (its display name, as the search list shows it). Oracle: the editor's own
+# search box, typed into as a user does.
+SEARCHES = {"text to speech": "Broadcast OmniVoice Speak", "TTS": "Broadcast OmniVoice Speak",
+            "voice clone": "Broadcast Voice Prompt", "lip sync": "Broadcast MuseTalk Lip Sync",
+            "talking head": "Broadcast Ditto Render", "avatar": "Broadcast MuseTalk Avatar",
+            "wardrobe": "Broadcast Mask Shield", "outfit": "Broadcast Sam3 Video Mask",
+            "mask": "Broadcast Sam3 Video Mask", "inpaint": "Broadcast Latent Inpaint Mask",
+            "loudness": "Broadcast Audio Master", "mastering": "Broadcast Audio Master", "QC": "Broadcast QC",
+            "export": "Broadcast Export Video", "NVENC": "Broadcast Export Video"}
+SEARCH_INPUT = "input[placeholder^='Search Nodes'], input[placeholder^='Add a node']"   # 1.32, 1.49
+FOUND_JS = """([sel, q, w]) => document.querySelector(sel)?.value === q
+    && [...document.querySelectorAll('[role=option]')].some(e => e.innerText.split('\\n')[0].trim() === w)"""
+RESULTS_JS = """() => [...document.querySelectorAll('[role=option]')].map(e => e.innerText.split('\\n')[0].trim())"""
+
+
+def test_search_finds_the_pack_by_what_users_type_and_titles_stay_clean(page, comfy, tmp_path):
+    info = comfy.object_info()
+    names = {spec["display_name"] for node_id, spec in info.items() if node_id.startswith("Broadcast")}
+    assert not [n for n in names if "(" in n], f"keywords in titles: {sorted(n for n in names if '(' in n)}"
+    box = page.locator(SEARCH_INPUT).filter(visible=True).first
+    # The node search box, as a double click on the canvas opens it (the editor's own command; both frontends).
+    page.evaluate("() => app.extensionManager.command.execute('Workspace.SearchBox.Toggle')")
+    box.wait_for(timeout=30_000)
+    missed = {}
+    for query, wanted in SEARCHES.items():
+        box.fill("")
+        box.press_sequentially(query)   # key by key, as typed (1.49 searches on input events, not on a fill)
+        try:
+            page.wait_for_function(FOUND_JS, arg=[SEARCH_INPUT, query, wanted], polling=100, timeout=10_000)
+        except Exception:
+            missed[query] = page.evaluate(RESULTS_JS)[:10]
+    page.screenshot(path=str(tmp_path / "search_nvenc.png"))
+    assert missed == {}, f"searches that did not find their node (first results shown): {missed}"

@@ -252,10 +252,14 @@ def test_editor_lists_the_templates_in_start_here_order_under_their_titles(page)
     from scripts.workflow_layout import ORDER, TITLES
 
     page_, log, _ = page
-    titles = [TITLES[stem] for stem in ORDER]
+    # A template using core nodes this server lacks (newer core's MiniMax H3 and SAM3 on 0.3.75) is not offered.
+    registered = set(page_.evaluate("() => Object.keys(LiteGraph.registered_node_types)"))
+    openable = [stem for stem in ORDER if {n["class_type"] for n in json.loads(
+        (TEMPLATE_DIR / "api" / f"{stem}.api.json").read_text(encoding="utf-8")).values()} <= registered]
+    titles = [TITLES[stem] for stem in openable]
     listing = page_.evaluate("async () => await app.api.getWorkflowTemplates()")
     assert listing.get(PACK_LINK_NAME) == titles
-    for stem, got in zip(ORDER, page_.evaluate(TEMPLATE_FETCH_JS, [PACK_LINK_NAME, titles])):
+    for stem, got in zip(openable, page_.evaluate(TEMPLATE_FETCH_JS, [PACK_LINK_NAME, titles])):
         assert got["jpg"] == [200, "image/jpeg"], f"{got['title']}: thumbnail {got['jpg']}"
         assert got["wf"] == json.loads((TEMPLATE_DIR / f"{stem}.json").read_text(encoding="utf-8")), \
             f"{got['title']} does not fetch workflows/{stem}.json"
@@ -270,14 +274,14 @@ def test_editor_lists_the_templates_in_start_here_order_under_their_titles(page)
     assert -1 not in where and where == sorted(where), f"the template browser shows {shown!r}"
     log.benign_404 = "/api/view?"  # the opened workflow names media this server does not have
     page_.get_by_text(pick, exact=True).first.click()
-    wf = json.loads((TEMPLATE_DIR / f"{ORDER[1]}.json").read_text(encoding="utf-8"))
+    wf = json.loads((TEMPLATE_DIR / f"{openable[1]}.json").read_text(encoding="utf-8"))
     expected = sorted(n["type"] for n in wf["nodes"])
     try:
         page_.wait_for_function("(types) => JSON.stringify(app.graph.nodes.map(n => n.type).sort()) === types",
                                 arg=json.dumps(expected, separators=(",", ":")), timeout=30_000)
     except Exception:
         opened = page_.evaluate("() => app.graph.nodes.map(n => n.type).sort()")
-        raise AssertionError(f"picking {pick!r} opened {opened}, not workflows/{ORDER[1]}.json's {expected}")
+        raise AssertionError(f"picking {pick!r} opened {opened}, not workflows/{openable[1]}.json's {expected}")
     assert log.problems() == []
 
 
