@@ -38,7 +38,7 @@ def test_long_nodes_show_live_progress_text(comfy):
 
     ws = websocket.create_connection(comfy.url.replace("http", "ws", 1) + f"/ws?clientId={comfy.client_id}",
                                      timeout=10)
-    texts, ended, prompt_id = [], threading.Event(), uuid.uuid4().hex   # chosen here: known before its messages
+    texts, ended, prompt_id = [], threading.Event(), str(uuid.uuid4())   # chosen here: known before its messages
 
     def read():
         ws.settimeout(300)

@@ -108,3 +108,29 @@ def test_search_finds_the_pack_by_what_users_type_and_titles_stay_clean(page, co
             missed[query] = page.evaluate(RESULTS_JS)[:10]
     page.screenshot(path=str(tmp_path / "search_nvenc.png"))
     assert missed == {}, f"searches that did not find their node (first results shown): {missed}"
+
+
+# Where the Note's title bar is on screen after the file opens (its saved view, extra.ds), and what the page shows
+# there: the canvas, not the side bar or a menu drawn over it.
+NOTE_ON_SCREEN_JS = """() => {
+    const note = app.graph.nodes.find(n => n.type === "Note");
+    const rect = app.canvas.canvas.getBoundingClientRect();
+    const scale = app.canvas.ds.scale, [ox, oy] = app.canvas.ds.offset;
+    const x = rect.left + (note.pos[0] + ox) * scale, y = rect.top + (note.pos[1] - 15 + oy) * scale;
+    const w = note.size[0] * scale;
+    const probe = (px) => document.elementFromPoint(px, y);
+    const name = (e) => e && (e.id || `${e.tagName.toLowerCase()}.${String(e.className).slice(0, 60)}`);
+    return {x, y, w, scale, hits: [probe(x + 4), probe(x + w / 2), probe(x + w - 4)].map(name)};
+}"""
+
+
+@pytest.mark.parametrize("stem", ["demo_export", "broadcast_musetalk", "broadcast_ditto", "tts_master"])
+def test_the_opening_view_shows_the_note_at_a_readable_zoom(page, stem, tmp_path):
+    wf = json.loads((TEMPLATE_DIR / f"{stem}.json").read_text(encoding="utf-8"))
+    page.evaluate("async ([wf, name]) => { await app.loadGraphData(wf, true, true, name); }", [wf, stem])
+    page.wait_for_function("(s) => Math.abs(app.canvas.ds.scale - s) < 1e-6", arg=wf["extra"]["ds"]["scale"],
+                           polling=100, timeout=30_000)
+    seen = page.evaluate(NOTE_ON_SCREEN_JS)
+    page.screenshot(path=str(tmp_path / f"{stem}_opening.png"))
+    assert seen["scale"] >= 0.75, seen
+    assert seen["hits"] == ["graph-canvas"] * 3, f"the Note's title bar is covered on opening: {seen}"
