@@ -123,10 +123,16 @@ async def comfy_entrypoint():
     from comfy_api.latest import ComfyExtension
 
     from .nodes.comfy_bridge import register_folders, register_routes, report_cache
+    from .nodes.core_features import register_search_route
+    from .nodes.core_workflows import register_route as register_template_route
+    from .nodes.model_check import register as register_model_check
 
     register_folders()
     report_cache()
     register_routes()
+    register_model_check()
+    register_template_route()
+    register_search_route()
 
     class BroadcastAvatarExtension(ComfyExtension):
         async def get_node_list(self):

@@ -10,25 +10,51 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Optional
 
-# What users type into the node search, per node id: found through `search_aliases` where the core has them, and
-# through the display name (the keywords in brackets) where it does not.
+# What users type into the node search, per node id. Where the core's schema has `search_aliases` (0.33.0: frontend
+# 1.49 searches them) they go there; elsewhere the titles stay as they are and the pack's web extension gives the
+# older frontend's search (1.32, which indexes only name and display_name) the same aliases, served by
+# SEARCH_ROUTE (web/js/broadcast_media.js). Display names never carry them.
+_WARDROBE = ("wardrobe", "outfit", "inpaint", "mask")
 SEARCH_KEYWORDS: dict[str, tuple[str, ...]] = {
+    "BroadcastOmniVoiceLoader": ("tts", "text to speech", "voice clone"),
+    "BroadcastVoicePrompt": ("voice clone", "tts", "text to speech"),
     "BroadcastOmniVoiceSpeak": ("tts", "text to speech", "voice clone"),
-    "BroadcastVoicePrompt": ("voice clone", "tts"),
-    "BroadcastOmniVoiceLoader": ("tts", "text to speech"),
-    "BroadcastTextPrepare": ("tts", "script"),
-    "BroadcastAudioMaster": ("loudness", "mastering"),
-    "BroadcastCaptions": ("subtitles", "srt", "webvtt", "closed captions"),
+    "BroadcastOmniVoiceDialogue": ("tts", "text to speech", "dialogue"),
+    "BroadcastVoiceMorph": ("tts", "voice clone"),
+    "BroadcastTextPrepare": ("tts", "text to speech", "script"),
+    "BroadcastAudioMaster": ("loudness", "mastering", "lufs"),
+    "BroadcastSpeechVerify": ("tts", "qc", "transcribe"),
+    "BroadcastMuseTalkLoader": ("lip sync", "talking head", "avatar"),
+    "BroadcastFaceTrack": ("lip sync", "avatar", "face"),
+    "BroadcastMuseTalkAvatar": ("avatar", "lip sync", "talking head"),
+    "BroadcastCaptions": ("subtitles", "captions", "srt", "webvtt", "closed captions"),
     "BroadcastMuseTalkLipSync": ("lip sync", "talking head", "avatar"),
-    "BroadcastMuseTalkAvatar": ("avatar", "lip sync"),
+    "BroadcastDittoLoader": ("talking head", "lip sync", "avatar"),
+    "BroadcastDittoAvatar": ("avatar", "talking head", "lip sync"),
+    "BroadcastDittoAudioFeatures": ("talking head", "lip sync"),
+    "BroadcastDittoMotion": ("talking head", "lip sync"),
     "BroadcastDittoRender": ("talking head", "lip sync", "avatar"),
-    "BroadcastDittoAvatar": ("avatar", "talking head"),
-    "BroadcastSam3VideoMask": ("mask", "segment"),
-    "BroadcastLatentInpaintMask": ("inpaint", "mask"),
-    "BroadcastVaceSamplerMask": ("inpaint", "mask"),
-    "BroadcastExportVideo": ("nvenc", "mp4", "encode"),
+    "BroadcastSam3Loader": ("mask", "segment", "wardrobe"),
+    "BroadcastSam3VideoMask": ("mask", "segment", "wardrobe", "outfit"),
+    "BroadcastSam3TrackToMasks": ("mask", "segment", "wardrobe"),
+    "BroadcastMaskShield": _WARDROBE,
+    "BroadcastPixelMaskRefine": _WARDROBE,
+    "BroadcastMaskGrow": _WARDROBE,
+    "BroadcastMaskCombine": _WARDROBE,
+    "BroadcastSubjectCrop": _WARDROBE,
+    "BroadcastLatentInpaintMask": _WARDROBE,
+    "BroadcastSubjectUncrop": _WARDROBE,
+    "BroadcastRepasteLayer": _WARDROBE,
+    "BroadcastMaskSequenceCache": _WARDROBE,
+    "BroadcastMaskCheckPreview": _WARDROBE,
+    "BroadcastConditioningCache": ("wardrobe", "outfit"),
+    "BroadcastVaceSamplerMask": _WARDROBE,
+    "BroadcastQC": ("qc", "quality check", "loudness"),
+    "BroadcastExportVideo": ("export", "nvenc", "mp4", "encode"),
     "BroadcastLoadVideo": ("mp4", "video"),
+    "BroadcastLoadAudio": ("audio", "wav"),
 }
+SEARCH_ROUTE = "/broadcast_avatar/search_keywords"
 
 
 def _io():
@@ -64,12 +90,24 @@ def has_progress_text(server: Any = None) -> bool:
 
 
 def searchable(node_id: str, display_name: str, schema_cls: Any = None) -> dict:
-    """Schema keywords that make a node findable by what users type: `search_aliases` where supported, else the
-    keywords appended to the display name, e.g. "Broadcast OmniVoice Speak (tts, text to speech, voice clone)"."""
+    """Schema fields that make a node findable by what users type: `search_aliases` where the schema has them; the
+    display name (the node's title) unchanged everywhere (older cores get the aliases through SEARCH_ROUTE)."""
     words = SEARCH_KEYWORDS.get(node_id, ())
-    if not words:
-        return {"display_name": display_name}
-    if has_search_aliases(schema_cls):
+    if words and has_search_aliases(schema_cls):
         return {"display_name": display_name, "search_aliases": list(words)}
-    missing = [w for w in words if w.lower() not in display_name.lower()]
-    return {"display_name": f"{display_name} ({', '.join(missing)})" if missing else display_name}
+    return {"display_name": display_name}
+
+
+def register_search_route() -> None:
+    """GET SEARCH_ROUTE -> SEARCH_KEYWORDS, for the web extension to give an older frontend's search the aliases."""
+    try:
+        from aiohttp import web
+        from server import PromptServer
+
+        routes = PromptServer.instance.routes
+    except Exception:  # not inside a running ComfyUI server
+        return
+
+    @routes.get(SEARCH_ROUTE)
+    async def _keywords(request):
+        return web.json_response({k: list(v) for k, v in SEARCH_KEYWORDS.items()})

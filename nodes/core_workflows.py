@@ -51,3 +51,25 @@ def report_missing_core_nodes(available) -> None:
         log.warning("Broadcast Avatar: workflow %s needs core nodes this ComfyUI lacks (%s): update to ComfyUI %s or "
                     "newer to run it; the pack's other nodes and workflows are unaffected", stem, ", ".join(lacking),
                     since)
+
+
+ROUTE = "/broadcast_avatar/core_templates"
+
+
+def register_route() -> None:
+    """GET /broadcast_avatar/core_templates -> {"lacking": missing_core_nodes(core's registry)}: the editor
+    extension hides those templates, which this core could not open (web/js/broadcast_media.js)."""
+    try:
+        from aiohttp import web
+        from server import PromptServer
+
+        routes = PromptServer.instance.routes
+    except Exception as exc:  # not inside a running ComfyUI server
+        log.debug("Broadcast Avatar: no template route registered (%s)", exc)
+        return
+
+    @routes.get(ROUTE)
+    async def _core_templates(request):
+        import nodes as core_nodes
+
+        return web.json_response({"lacking": missing_core_nodes(set(core_nodes.NODE_CLASS_MAPPINGS))})

@@ -28,8 +28,9 @@ from ..engines.ditto.putback import BLEND_MODES as PUTBACK_BLENDS
 from ..engines.ditto.render import RenderSettings
 from ..engines.export import check_prefix
 from . import comfy_bridge, core_features, sources, types
-from .accel import BACKENDS, Accelerated, backend_input
+from .accel import Accelerated, backend_input
 from .inputs import PRECISIONS, resolve_precision, validate
+from .model_check import loader_check
 from .video_output import FRAMES_TOOLTIP, HIDDEN, STREAM_TO_EXPORT_TOOLTIP, check_one_stream, stream_video
 
 log = logging.getLogger("broadcast_avatar.ditto")
@@ -91,7 +92,7 @@ class BroadcastDittoLoader(io.ComfyNode):
     def define_schema(cls) -> io.Schema:
         return io.Schema(
             node_id="BroadcastDittoLoader",
-            display_name="Broadcast Ditto Loader",
+            **core_features.searchable("BroadcastDittoLoader", "Broadcast Ditto Loader"),
             category=CATEGORY,
             description="Load Ditto (PyTorch release) from a folder in models/ditto laid out as upstream's "
                         "checkpoints/: ditto_cfg/*.pkl, ditto_pytorch/models/*.pth, ditto_pytorch/aux_models/*.onnx.",
@@ -110,8 +111,9 @@ class BroadcastDittoLoader(io.ComfyNode):
         )
 
     @classmethod
-    def validate_inputs(cls, precision=None, backend=None):
-        return validate(("precision", precision, PRECISIONS), ("backend", backend, BACKENDS))
+    def validate_inputs(cls, model_name=None):
+        # Only model_name: ComfyUI repeats a refusal under every input named here; core checks the other combos.
+        return loader_check(FAMILY, "model_name", model_name)
 
     @classmethod
     def execute(cls, model_name, precision, backend="auto") -> io.NodeOutput:
@@ -193,7 +195,7 @@ class BroadcastDittoAudioFeatures(io.ComfyNode):
     def define_schema(cls) -> io.Schema:
         return io.Schema(
             node_id="BroadcastDittoAudioFeatures",
-            display_name="Broadcast Ditto Audio Features",
+            **core_features.searchable("BroadcastDittoAudioFeatures", "Broadcast Ditto Audio Features"),
             category=CATEGORY,
             description="Speech -> 16 kHz mono -> streaming HuBERT (ONNX) windows -> one 1024-d feature per video "
                         "frame at 25 fps. Any sample rate is resampled.",
@@ -220,7 +222,7 @@ class BroadcastDittoMotion(io.ComfyNode):
     def define_schema(cls) -> io.Schema:
         return io.Schema(
             node_id="BroadcastDittoMotion",
-            display_name="Broadcast Ditto Motion",
+            **core_features.searchable("BroadcastDittoMotion", "Broadcast Ditto Motion"),
             category=CATEGORY,
             description="LMDM motion diffusion over overlapping windows (DDIM, eta 1, classifier-free guidance), "
                         "conditioned on the audio features, an emotion, the avatar's eyes and keypoints.",

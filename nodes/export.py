@@ -215,7 +215,7 @@ class BroadcastLoadAudio(io.ComfyNode):
     def define_schema(cls) -> io.Schema:
         return io.Schema(
             node_id="BroadcastLoadAudio",
-            display_name="Broadcast Load Audio",
+            **core_features.searchable("BroadcastLoadAudio", "Broadcast Load Audio"),
             category=CATEGORY,
             description="Load audio (or a video's soundtrack) from ComfyUI's input folder as AUDIO, at its own "
                         "sample rate, optionally a time range.",

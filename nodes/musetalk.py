@@ -31,8 +31,9 @@ from ..engines.musetalk.loader import describe, load_musetalk
 from ..engines.musetalk.viseme import DEFAULT_CAPACITY as VISEME_CAPACITY, MAX_CAPACITY as VISEME_MAX_CAPACITY
 from ..engines.musetalk.viseme import MAX_THRESHOLD as VISEME_MAX_THRESHOLD, OFF as VISEME_OFF
 from . import comfy_bridge, core_features, sources, types
-from .accel import BACKENDS, Accelerated, backend_input
+from .accel import Accelerated, backend_input
 from .inputs import PRECISIONS, resolve_dtype, validate
+from .model_check import loader_check
 from .video_output import FRAMES_TOOLTIP, HIDDEN, STREAM_TO_EXPORT_TOOLTIP, check_one_stream, stream_video
 
 log = logging.getLogger("broadcast_avatar.musetalk")
@@ -133,7 +134,7 @@ class BroadcastMuseTalkLoader(io.ComfyNode):
     def define_schema(cls) -> io.Schema:
         return io.Schema(
             node_id="BroadcastMuseTalkLoader",
-            display_name="Broadcast MuseTalk Loader",
+            **core_features.searchable("BroadcastMuseTalkLoader", "Broadcast MuseTalk Loader"),
             category=CATEGORY,
             description="Load MuseTalk's UNet, VAE and Whisper encoder from a folder in models/musetalk laid out "
                         "as upstream's models/ (musetalkV15/, sd-vae/, whisper/); never downloads.",
@@ -151,8 +152,9 @@ class BroadcastMuseTalkLoader(io.ComfyNode):
         )
 
     @classmethod
-    def validate_inputs(cls, precision=None, backend=None):
-        return validate(("precision", precision, PRECISIONS), ("backend", backend, BACKENDS))
+    def validate_inputs(cls, model_name=None):
+        # Only model_name: ComfyUI repeats a refusal under every input named here; core checks the other combos.
+        return loader_check(FAMILY, "model_name", model_name)
 
     @classmethod
     def execute(cls, model_name, precision, backend="auto") -> io.NodeOutput:
@@ -170,7 +172,7 @@ class BroadcastFaceTrack(io.ComfyNode):
     def define_schema(cls) -> io.Schema:
         return io.Schema(
             node_id="BroadcastFaceTrack",
-            display_name="Broadcast Face Track",
+            **core_features.searchable("BroadcastFaceTrack", "Broadcast Face Track"),
             category=CATEGORY,
             description="Track the face box through a clip: an SCRFD .onnx from models/ or OpenCV's built-in Haar "
                         "cascade on every Nth frame of a small proxy, interpolated between; or from a MASK or a box.",

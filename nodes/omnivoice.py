@@ -20,6 +20,7 @@ from ..engines.omnivoice.text import MAX_WORDS, prepare_text
 from . import core_features, types
 from .comfy_bridge import ManagedModel, cache, category, model_dir, model_names, progress, with_audio_player
 from .inputs import PRECISIONS, resolve_precision, validate
+from .model_check import loader_check
 from .tts_common import WHISPER_NONE, transcribe_reference, voices_dir, whisper_names
 
 FAMILY = "omnivoice"
@@ -82,8 +83,9 @@ class BroadcastOmniVoiceLoader(io.ComfyNode):
         )
 
     @classmethod
-    def validate_inputs(cls, model_name=None, precision=None, warmup=None):
-        return validate(("precision", precision, PRECISIONS), ("warmup", warmup, ov_model.WARMUPS))
+    def validate_inputs(cls, model_name=None):
+        # Only model_name: ComfyUI repeats a refusal under every input named here; core checks the other combos.
+        return loader_check(FAMILY, "model_name", model_name)
 
     @classmethod
     def execute(cls, model_name, precision, warmup) -> io.NodeOutput:
@@ -266,8 +268,8 @@ class BroadcastVoiceMorph(io.ComfyNode):
     def define_schema(cls):
         return io.Schema(
             node_id="BroadcastVoiceMorph",
-            display_name="Broadcast Voice Morph",
-            category=f"{CATEGORY}/omnivoice",
+            **core_features.searchable("BroadcastVoiceMorph", "Broadcast Voice Morph"),
+            category=CATEGORY,
             description="Mix two voice prompts' recordings frame by frame: weight x A + (1 - weight) x B (B's "
                         "recording stretched to A's length) in the audio tokenizer's latent space, quantised back "
                         "into a prompt with A's transcript. Both utterances' content is overlaid in it (B's words "
@@ -311,8 +313,8 @@ class BroadcastOmniVoiceDialogue(io.ComfyNode):
     def define_schema(cls):
         return io.Schema(
             node_id="BroadcastOmniVoiceDialogue",
-            display_name="Broadcast OmniVoice Dialogue",
-            category=f"{CATEGORY}/omnivoice",
+            **core_features.searchable("BroadcastOmniVoiceDialogue", "Broadcast OmniVoice Dialogue"),
+            category=CATEGORY,
             description="Read a script whose lines start with a speaker tag ('Anchor: ...' or '[anchor] ...') with "
                         "the saved voice each tag is cast to; every turn is prepared and joined like single-voice "
                         "speech, speakers are levelled, turns joined at zero crossings. Master the result with "

@@ -22,8 +22,9 @@ from ..engines.captions import check as caption_checks
 from ..engines.common import delivery
 from ..engines.qc import lipsync
 from ..engines.qc import DEFAULT_PROFILE, LAYOUTS, PROFILE_CHOICES, THRESHOLDS, QCLimits, qc_file, qc_frames
-from . import comfy_bridge, types
+from . import comfy_bridge, core_features, types
 from .inputs import validate
+from .model_check import loader_check
 from .tts_common import WHISPER_NONE, load_whisper, whisper_names
 
 log = logging.getLogger("broadcast_avatar.qc")
@@ -60,7 +61,7 @@ class BroadcastQC(io.ComfyNode):
     def define_schema(cls) -> io.Schema:
         return io.Schema(
             node_id="BroadcastQC",
-            display_name="Broadcast QC",
+            **core_features.searchable("BroadcastQC", "Broadcast QC"),
             category=CATEGORY,
             description="Quality control of a finished clip, streamed: loudness / LRA / true peak (EBU R128, "
                         "BS.1770-5, by delivery profile), legal levels and colour tags (EBU R103), black / frozen frames, face flicker, "
@@ -124,10 +125,15 @@ class BroadcastQC(io.ComfyNode):
         )
 
     @classmethod
-    def validate_inputs(cls, loudness_preset=None, channel_layout=None, whisper_model=None, lipsync_tolerance=None):
-        return validate(("loudness_preset", loudness_preset, tuple(PROFILE_CHOICES), delivery.LEGACY),
-                        ("channel_layout", channel_layout, LAYOUTS),
-                        ("lipsync_tolerance", lipsync_tolerance, (*lipsync.TOLERANCES, lipsync.CUSTOM)))
+    def validate_inputs(cls, loudness_preset=None, whisper_model=None):
+        # whisper_model: the graph's missing-model list (nodes/model_check.py). loudness_preset: named so that saved
+        # workflows' older preset names still load (core refuses a value outside the combo of an input not named
+        # here). ComfyUI repeats a refusal under every input named, so no other is: core checks channel_layout and
+        # lipsync_tolerance (0.3.75, which does not, gets execute's refusal by name).
+        found = loader_check("whisper", "whisper_model", whisper_model)
+        if found is not True:
+            return found
+        return validate(("loudness_preset", loudness_preset, tuple(PROFILE_CHOICES), delivery.LEGACY))
 
     @classmethod
     def execute(cls, fps, expected_text, whisper_model, language, loudness_preset, channel_layout, video=None,

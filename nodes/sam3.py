@@ -19,7 +19,8 @@ from ..engines.sam3.segmenter import MaskSettings
 from ..engines.sam3.video_mask import MAX_PROMPTS, OUTPUT_MODES, check_frames, parse_prompts, segment_video
 from . import core_features, types
 from .comfy_bridge import ManagedModel, category, model_dir, model_names, progress
-from .inputs import LEGACY_NAMES, PRECISIONS, resolve_dtype, validate
+from .inputs import PRECISIONS, resolve_dtype, validate
+from .model_check import loader_check
 
 try:  # the family guard in __init__.py checks this first; kept for imports that bypass it
     check_transformers_version(transformers.__version__)
@@ -55,7 +56,7 @@ class BroadcastSam3Loader(io.ComfyNode):
     def define_schema(cls) -> io.Schema:
         return io.Schema(
             node_id="BroadcastSam3Loader",
-            display_name="Broadcast Sam3 Loader",
+            **core_features.searchable("BroadcastSam3Loader", "Broadcast Sam3 Loader"),
             category=CATEGORY,
             description="Load SAM3 (text-prompted video segmentation) from models/sam3/<folder> in the Hugging Face "
                         "transformers layout; never downloads.",
@@ -72,15 +73,10 @@ class BroadcastSam3Loader(io.ComfyNode):
         )
 
     @classmethod
-    def validate_inputs(cls, model_name=None, dtype=None):
-        names = model_names(FAMILY)
-        listing = ", ".join(names) if names else "none: models/sam3 holds no folder"
-
-        def check_model():
-            if model_name is not None and model_name not in names:
-                raise InputError("model_name", f"a folder inside models/sam3 ({listing})", repr(model_name))
-
-        return validate(("dtype", dtype, PRECISIONS, LEGACY_NAMES), check_model)
+    def validate_inputs(cls, model_name=None):
+        # Only model_name: ComfyUI repeats a refusal under every input named here (it showed under dtype too);
+        # core checks dtype's combo.
+        return loader_check(FAMILY, "model_name", model_name)
 
     @classmethod
     def execute(cls, model_name, dtype) -> io.NodeOutput:
@@ -165,7 +161,7 @@ class BroadcastSam3TrackToMasks(io.ComfyNode):
     def define_schema(cls) -> io.Schema:
         return io.Schema(
             node_id="BroadcastSam3TrackToMasks",
-            display_name="Broadcast Sam3 Track To Masks",
+            **core_features.searchable("BroadcastSam3TrackToMasks", "Broadcast Sam3 Track To Masks"),
             category=CATEGORY,
             description="Adapter for ComfyUI core's SAM3 Video Track: its track data -> union + mask_1..mask_4 at the "
                         "frames' size, binary, so core's SAM3 model can feed the pack's mask cache and compositors.",

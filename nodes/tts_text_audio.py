@@ -20,6 +20,7 @@ from ..engines.omnivoice.text import MAX_SUB_BATCH, MAX_WORDS, MIN_WORDS, prepar
 from . import core_features, types
 from .comfy_bridge import category, progress
 from .inputs import validate
+from .model_check import loader_check
 from .tts_common import WHISPER_NONE, load_whisper, whisper_names
 
 CATEGORY = category("tts")
@@ -209,7 +210,7 @@ class BroadcastSpeechVerify(io.ComfyNode):
     def define_schema(cls):
         return io.Schema(
             node_id="BroadcastSpeechVerify",
-            display_name="Broadcast Speech Verify",
+            **core_features.searchable("BroadcastSpeechVerify", "Broadcast Speech Verify"),
             category=CATEGORY,
             description="Whisper transcript of the audio and word accuracy (1 - WER after normalisation) against "
                         "the expected text.",
@@ -232,6 +233,10 @@ class BroadcastSpeechVerify(io.ComfyNode):
                      io.String.Output("transcript", display_name="transcript"),
                      io.String.Output("report", display_name="report")],
         )
+
+    @classmethod
+    def validate_inputs(cls, whisper_model=None):
+        return loader_check("whisper", "whisper_model", whisper_model)
 
     @classmethod
     def execute(cls, audio, expected_text, whisper_model, language, ignore_accents) -> io.NodeOutput:

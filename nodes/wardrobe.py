@@ -31,7 +31,8 @@ class BroadcastMaskShield(io.ComfyNode):
     @classmethod
     def define_schema(cls):
         return io.Schema(
-            node_id="BroadcastMaskShield", display_name="Broadcast Mask Shield", category=CATEGORY,
+            node_id="BroadcastMaskShield", category=CATEGORY,
+            **core_features.searchable("BroadcastMaskShield", "Broadcast Mask Shield"),
             description="Sampler-side mask: dilate by r, shrink by s, threshold. Never feed it to a compositor.",
             inputs=[
                 io.Mask.Input("mask", tooltip="Garment mask sequence (after the crop), 0..1."),
@@ -57,7 +58,8 @@ class BroadcastPixelMaskRefine(io.ComfyNode):
     @classmethod
     def define_schema(cls):
         return io.Schema(
-            node_id="BroadcastPixelMaskRefine", display_name="Broadcast Pixel Mask Refine", category=CATEGORY,
+            node_id="BroadcastPixelMaskRefine", category=CATEGORY,
+            **core_features.searchable("BroadcastPixelMaskRefine", "Broadcast Pixel Mask Refine"),
             description="Pixel-accurate compositor mask: signed expand, inward feather, fill holes (off by default).",
             inputs=[
                 io.Mask.Input("mask", tooltip="Pixel-accurate garment mask sequence."),
@@ -86,7 +88,8 @@ class BroadcastMaskGrow(io.ComfyNode):
     @classmethod
     def define_schema(cls):
         return io.Schema(
-            node_id="BroadcastMaskGrow", display_name="Broadcast Mask Grow", category=CATEGORY,
+            node_id="BroadcastMaskGrow", category=CATEGORY,
+            **core_features.searchable("BroadcastMaskGrow", "Broadcast Mask Grow"),
             description="Grow (or shrink) a mask sequence, tapered (round) or square corners.",
             inputs=[
                 io.Mask.Input("mask", tooltip="Mask sequence, e.g. the hands."),
@@ -109,7 +112,8 @@ class BroadcastMaskCombine(io.ComfyNode):
     @classmethod
     def define_schema(cls):
         return io.Schema(
-            node_id="BroadcastMaskCombine", display_name="Broadcast Mask Combine", category=CATEGORY,
+            node_id="BroadcastMaskCombine", category=CATEGORY,
+            **core_features.searchable("BroadcastMaskCombine", "Broadcast Mask Combine"),
             description="Pixelwise a - b (clamped), union or intersection of two mask sequences.",
             inputs=[
                 io.Mask.Input("mask_a", tooltip="First mask sequence (e.g. the garment)."),
@@ -137,7 +141,8 @@ class BroadcastSubjectCrop(io.ComfyNode):
     @classmethod
     def define_schema(cls):
         return io.Schema(
-            node_id="BroadcastSubjectCrop", display_name="Broadcast Subject Crop", category=CATEGORY,
+            node_id="BroadcastSubjectCrop", category=CATEGORY,
+            **core_features.searchable("BroadcastSubjectCrop", "Broadcast Subject Crop"),
             description="Crop frames to the garment box (one size for the clip); outputs crops, crop mask, record.",
             inputs=[
                 io.Image.Input("images", tooltip="Source frames."),
@@ -252,7 +257,8 @@ class BroadcastSubjectUncrop(io.ComfyNode):
     @classmethod
     def define_schema(cls):
         return io.Schema(
-            node_id="BroadcastSubjectUncrop", display_name="Broadcast Subject Uncrop", category=CATEGORY,
+            node_id="BroadcastSubjectUncrop", category=CATEGORY,
+            **core_features.searchable("BroadcastSubjectUncrop", "Broadcast Subject Uncrop"),
             description="Puts inpainted crops back with the crop record's pixel mask; pixels outside it stay the "
                         "source, bit for bit.",
             inputs=[
@@ -288,7 +294,8 @@ class BroadcastRepasteLayer(io.ComfyNode):
     @classmethod
     def define_schema(cls):
         return io.Schema(
-            node_id="BroadcastRepasteLayer", display_name="Broadcast Repaste Layer", category=CATEGORY,
+            node_id="BroadcastRepasteLayer", category=CATEGORY,
+            **core_features.searchable("BroadcastRepasteLayer", "Broadcast Repaste Layer"),
             description="Pastes the source's protected pixels (hands) over the result; protected pixels equal "
                         "the source exactly.",
             inputs=[
@@ -318,7 +325,8 @@ class BroadcastMaskSequenceCache(io.ComfyNode):
     @classmethod
     def define_schema(cls):
         return io.Schema(
-            node_id="BroadcastMaskSequenceCache", display_name="Broadcast Mask Sequence Cache", category=CATEGORY,
+            node_id="BroadcastMaskSequenceCache", category=CATEGORY,
+            **core_features.searchable("BroadcastMaskSequenceCache", "Broadcast Mask Sequence Cache"),
             description="Stores masks by a hash of the frames, the prompt and every setting of the nodes feeding "
                         "the mask inputs; on a hit those nodes (the segmenter) are never evaluated.",
             inputs=[
@@ -378,7 +386,8 @@ class BroadcastConditioningCache(io.ComfyNode):
     @classmethod
     def define_schema(cls):
         return io.Schema(
-            node_id="BroadcastConditioningCache", display_name="Broadcast Conditioning Cache", category=CATEGORY,
+            node_id="BroadcastConditioningCache", category=CATEGORY,
+            **core_features.searchable("BroadcastConditioningCache", "Broadcast Conditioning Cache"),
             description="Stores a CONDITIONING by a hash of prompt + reference images + latent shape + every "
                         "setting of the nodes feeding the conditioning input (encoder file, type, VAE, reference "
                         "sizing); on a hit that input (and the text encoder feeding it) is never evaluated.",
@@ -444,7 +453,8 @@ class BroadcastMaskCheckPreview(io.ComfyNode):
     @classmethod
     def define_schema(cls):
         return io.Schema(
-            node_id="BroadcastMaskCheckPreview", display_name="Broadcast Mask Check Preview", category=CATEGORY,
+            node_id="BroadcastMaskCheckPreview", category=CATEGORY,
+            **core_features.searchable("BroadcastMaskCheckPreview", "Broadcast Mask Check Preview"),
             description="Overlay video: token-grid mask (blue), pixel mask (green), protected pixels (red), plus a "
                         "report.",
             inputs=[

@@ -11,73 +11,49 @@ weight-free demo when it exits 3. The README's model table is `markdown_table()`
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from engines.common.model_downloads import LOADERS, graph_missing, refusal, table_rows  # noqa: E402
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 WORKFLOW = REPO_ROOT / "workflows" / "api" / "broadcast_musetalk.api.json"
 PRESENTER = "broadcast_demo_presenter.mp4"
-HF_HINT = "pip install -U huggingface_hub   # provides the `hf` command"
-
-
-@dataclass(frozen=True)
-class ModelFiles:
-    folder: str          # inside models/
-    files: tuple         # that must exist inside it
-    repo: str            # the upstream Hugging Face repository
-    command: str         # downloads exactly these files there ({models} = the models folder)
-    used_by: str
-
-    def missing(self, models: Path) -> list[str]:
-        return [f for f in self.files if not (models / self.folder / f).exists()]
-
-
-BROADCAST_MODELS = (
-    ModelFiles("omnivoice/omnivoice", ("config.json", "model.safetensors", "tokenizer.json", "audio_tokenizer"),
-               "k2-fsa/OmniVoice", "hf download k2-fsa/OmniVoice --local-dir {models}/omnivoice/omnivoice",
-               "broadcast_musetalk, broadcast_ditto, tts_master"),
-    ModelFiles("musetalk/musetalk-v15/musetalkV15", ("musetalk.json", "unet.pth"), "TMElyralab/MuseTalk",
-               "hf download TMElyralab/MuseTalk musetalkV15/musetalk.json musetalkV15/unet.pth "
-               "--local-dir {models}/musetalk/musetalk-v15", "broadcast_musetalk, musetalk_lipsync"),
-    ModelFiles("musetalk/musetalk-v15/sd-vae", ("config.json", "diffusion_pytorch_model.bin"),
-               "stabilityai/sd-vae-ft-mse", "hf download stabilityai/sd-vae-ft-mse config.json "
-               "diffusion_pytorch_model.bin --local-dir {models}/musetalk/musetalk-v15/sd-vae",
-               "broadcast_musetalk, musetalk_lipsync"),
-    ModelFiles("musetalk/musetalk-v15/whisper", ("config.json", "pytorch_model.bin", "preprocessor_config.json"),
-               "openai/whisper-tiny", "hf download openai/whisper-tiny config.json pytorch_model.bin "
-               "preprocessor_config.json --local-dir {models}/musetalk/musetalk-v15/whisper",
-               "broadcast_musetalk, musetalk_lipsync"),
-    ModelFiles("ditto/ditto-talkinghead", ("ditto_cfg/v0.4_hubert_cfg_pytorch.pkl", "ditto_pytorch/models",
-                                           "ditto_pytorch/aux_models"), "digital-avatar/ditto-talkinghead",
-               'hf download digital-avatar/ditto-talkinghead --include "ditto_cfg/*" "ditto_pytorch/*" '
-               "--local-dir {models}/ditto/ditto-talkinghead", "broadcast_ditto, ditto_talking_head"),
-)
-DEMO_NEEDS = BROADCAST_MODELS[:4]     # broadcast_musetalk
 
 
 def markdown_table() -> str:
+    """The README's table: every model download of the shipped workflows' pack loaders (one implementation:
+    engines/common/model_downloads.py, which the loaders' refusals and the runners also read)."""
     rows = ["| folder inside `models/` | upstream repository | used by | download command |", "|---|---|---|---|"]
-    for m in BROADCAST_MODELS:
-        rows.append(f"| `{m.folder}/` | `{m.repo}` | {m.used_by} | "
-                    f"`{m.command.format(models='<ComfyUI>/models')}` |")
+    for row in table_rows():
+        gated = " (gated: accept its licence, `hf auth login`)" if row["download"].note else ""
+        rows.append(f"| `{row['folder']}/` | `{row['repo']}`{gated} | {', '.join(used_by(row['family']))} | "
+                    f"`{row['command']}` |")
     return "\n".join(rows)
 
 
-def report(models: Path, needed=DEMO_NEEDS) -> list[str]:
-    """Lines naming each missing file and folder with the command that downloads it; empty when all are there."""
-    lines = []
-    for m in needed:
-        missing = m.missing(models)
-        if missing:
-            lines.append(f"missing in {models / m.folder}: {', '.join(missing)}")
-            lines.append(f"    {m.command.format(models=models)}")
-    if lines:
-        lines.insert(0, f"the broadcast models are not all in {models} ({HF_HINT}):")
-    return lines
+def used_by(family: str) -> list[str]:
+    """The shipped workflows with a loader of `family` (read from their API files, so the table stays true)."""
+    found = []
+    for path in sorted((REPO_ROOT / "workflows" / "api").glob("*.api.json")):
+        prompt = json.loads(path.read_text(encoding="utf-8"))
+        if any(LOADERS.get(n.get("class_type"), ("", ""))[1] == family
+               and (n.get("inputs") or {}).get(LOADERS[n["class_type"]][0]) not in (None, "(none)", "none")
+               for n in prompt.values()):
+            found.append(path.name[:-len(".api.json")])
+    return found
+
+
+def report(models: Path, workflow: Path = WORKFLOW) -> list[str]:
+    """The lines of the refusal a server would give for `workflow`'s missing models in `models`, each with the
+    command that downloads it; empty when all are there."""
+    prompt = json.loads(workflow.read_text(encoding="utf-8"))
+    missing = graph_missing(prompt, lambda folder: [models / folder])
+    return refusal(m for _, m in missing).splitlines() if missing else []
 
 
 def write_presenter(path: Path) -> None:

@@ -54,7 +54,7 @@ from scripts.batch.servers import (LaunchedServer, OutputMissing, ServerDown, St
 from scripts.comfyui.client import PromptFailed  # noqa: E402
 from scripts.comfyui.server import stop_on_signals  # noqa: E402
 from scripts.run_workflow import prepare_prompt, user_cache  # noqa: E402
-from scripts.workflow.api import WorkflowError, check_prompt  # noqa: E402
+from scripts.workflow.api import WorkflowError, check_prompt, without_pack_models  # noqa: E402
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_MODELS, EXIT_SERVER, EXIT_QC, EXIT_STOPPED = 0, 1, 2, 3, 4, 5, 130
 # An execution error is usually deterministic (a bad input, a node bug): one more try on another server, no more.
@@ -287,7 +287,7 @@ class BatchRunner:
         except ServerDown as exc:
             raise Refused(f"a server went away before the batch started: {exc}", EXIT_SERVER) from None
         first = infos[self.slots[0].name]
-        missing, differ = [], []
+        missing, differ, pack_texts = [], [], {}
         for run in self.runs:
             try:
                 run.prompt = prepare_prompt(run.job.workflow, run.job.overrides, first)
@@ -296,6 +296,15 @@ class BatchRunner:
                 self._invalid(run, str(exc))
                 continue
             problems = {name: check_prompt(run.prompt, info) for name, info in infos.items()}
+            for slot in self.slots:   # the pack's own list: every missing model with its download command
+                try:
+                    pack = slot.server.missing_models(run.prompt)
+                except ServerDown as exc:
+                    raise Refused(f"a server went away before the batch started: {exc}", EXIT_SERVER) from None
+                if pack is not None:
+                    problems[slot.name] = without_pack_models(problems[slot.name], run.prompt)
+                    if pack.get("text"):
+                        pack_texts.setdefault((slot.name, pack["text"]), []).append(run.job.name)
             # A model file is the server's business, not the job's: refuse rather than fail every job.
             models = [f"{name}: {run.job.name}: {p}" for name, found in problems.items() for p in found
                       if "is not in models/" in p]
@@ -305,9 +314,11 @@ class BatchRunner:
                 differ += [f"{name}: {run.job.name}: {p}" for name, found in problems.items() for p in found]
             elif problems[self.slots[0].name]:
                 self._invalid(run, "; ".join(problems[self.slots[0].name]))
-        if missing:
-            raise Refused("models are missing; nothing was queued. Put them in the shared models folder:\n  "
-                          + "\n  ".join(dict.fromkeys(missing)), EXIT_MODELS)
+        if missing or pack_texts:
+            parts = [f"{server} (jobs {', '.join(jobs)}):\n{text}" for (server, text), jobs in pack_texts.items()]
+            if missing:
+                parts.append("Put these in the shared models folder:\n  " + "\n  ".join(dict.fromkeys(missing)))
+            raise Refused("models are missing; nothing was queued.\n\n" + "\n\n".join(parts), EXIT_MODELS)
         if differ:
             raise Refused("the servers do not offer the same files or nodes; nothing was queued:\n  "
                           + "\n  ".join(dict.fromkeys(differ)), EXIT_MODELS)

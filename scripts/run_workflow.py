@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from scripts.comfyui.server import ComfyClient, ComfyServer, PromptFailed, ServerError, stop_on_signals  # noqa: E402
 from scripts.workflow.api import (WorkflowError, apply_overrides, check_prompt, load_workflow,  # noqa: E402
-                                  parse_set, ui_to_api, workflow_kind)
+                                  parse_set, ui_to_api, without_pack_models, workflow_kind)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEMO_WORKFLOW = REPO_ROOT / "workflows" / "api" / "demo_export.api.json"
@@ -128,8 +128,11 @@ def run(workflow: dict, overrides: dict, client: ComfyClient, timeout: float = 3
     info = client.object_info()
     prompt = prepare_prompt(workflow, overrides, info)
     problems = check_prompt(prompt, info)
-    if problems:
-        raise MissingModels(problems)
+    pack = client.missing_models(prompt)      # None: the server has no Broadcast Avatar pack
+    if pack is not None:
+        problems = without_pack_models(problems, prompt)
+    if problems or (pack and pack.get("text")):
+        raise MissingModels(problems, (pack or {}).get("text", ""))
     titles = {nid: (n.get("_meta") or {}).get("title") or n["class_type"] for nid, n in prompt.items()}
     progress = _Progress(client, titles)
     try:
@@ -146,9 +149,13 @@ def run(workflow: dict, overrides: dict, client: ComfyClient, timeout: float = 3
 
 
 class MissingModels(WorkflowError):
-    def __init__(self, problems: list[str]):
-        super().__init__("the workflow names files this server does not have:\n  " + "\n  ".join(problems))
+    def __init__(self, problems: list[str], models_text: str = ""):
+        parts = [models_text] if models_text else []
+        if problems:
+            parts.append("the workflow names files this server does not have:\n  " + "\n  ".join(problems))
+        super().__init__("\n\n".join(parts))
         self.problems = problems
+        self.models_text = models_text
 
 
 def output_files(entry: dict, dirs: Optional[dict], url: str) -> list[str]:

@@ -39,8 +39,9 @@ class ModelFilesMissing(InputError):
         super().__init__(
             input_name,
             expected=f"a model folder containing {listing}",
-            given=f"folder '{folder}' without them",
-            fix=hint or "Put the model files there (see the pack's README); nothing is ever downloaded.",
+            given=f"'{folder}', which lacks them",
+            fix=hint or ("Put the model files there (the README's model table has the `hf download` command); "
+                         "nothing is ever downloaded."),
         )
         self.folder = folder
         self.missing = list(missing)

@@ -105,6 +105,9 @@ class RayServer:
     def object_info(self) -> dict:
         return self._call("object_info")
 
+    def missing_models(self, prompt: dict):
+        return self._call("missing_models", prompt)
+
     def upload(self, name: str, data: bytes) -> None:
         self._call("upload", name, data)
 

@@ -76,6 +76,13 @@ class _Backend:
         except (OSError, ServerError) as exc:
             raise ServerDown(f"{self.name}: {exc}") from None
 
+    def missing_models(self, prompt: dict) -> Optional[dict]:
+        """The pack's missing-model list for `prompt` on this server (`ComfyClient.missing_models`)."""
+        try:
+            return self._need().missing_models(prompt)
+        except (OSError, ServerError) as exc:
+            raise ServerDown(f"{self.name}: {exc}") from None
+
     def upload(self, name: str, data: bytes) -> None:
         from scripts.run_workflow import upload
 

@@ -15,6 +15,9 @@ import urllib.request
 import uuid
 from typing import Any, Optional
 
+# The pack's route answering "which models does this prompt lack" (nodes/model_check.py).
+MISSING_MODELS_ROUTE = "/broadcast_avatar/missing_models"
+
 
 class PromptFailed(AssertionError):
     """A prompt was rejected by the server or failed while executing. `payload` holds the server's details."""
@@ -122,6 +125,13 @@ class ComfyClient:
             return False
 
     # -- the API the tests and the runner use -----------------------------------------------------------------
+    def missing_models(self, prompt: dict) -> Optional[dict]:
+        """The pack's missing-model refusal for `prompt` ({"missing": [...], "text": ...}: the text a queued prompt
+        would be refused with, every model with its download command); None when the server has no Broadcast
+        Avatar pack (no such route)."""
+        status, body = self.request("POST", MISSING_MODELS_ROUTE, {"prompt": prompt})
+        return body if status == 200 and isinstance(body, dict) else None
+
     def object_info(self) -> dict:
         return self.get("/object_info")
 

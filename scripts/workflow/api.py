@@ -336,6 +336,13 @@ def _coerce(value: Any, spec: list, key: str) -> Any:
 
 
 # -- checks before queueing ---------------------------------------------------------------------------------------
+def without_pack_models(problems: list[str], prompt: dict) -> list[str]:
+    """`check_prompt`'s problems less the pack loaders' model folders: the server's own missing-model list
+    (`ComfyClient.missing_models`, the text its loaders refuse a prompt with) names those, with download commands."""
+    pack = {nid for nid, n in prompt.items() if str(n.get("class_type", "")).startswith("Broadcast")}
+    return [p for p in problems if not ("is not in models/" in p and p.split(" ", 2)[1] in pack)]
+
+
 def check_prompt(prompt: dict, object_info: dict) -> list[str]:
     """Problems found before queueing: unknown node types, missing model files/folders, combo values not offered.
 

@@ -83,7 +83,8 @@ APPLY_JS = """([placed, groups, note]) => {
         app.graph.add(group);
     }
     const wf = app.graph.serialize();
-    wf.extra = {ds: {scale: 0.6, offset: [40, 60]}};
+    // The opening view: readable (0.8) with the Note clear of the side bar (58 px in frontends 1.32 and 1.49).
+    wf.extra = {ds: {scale: 0.8, offset: [110, 100]}};
     // As the editor saves a file: through JSON, so undefined fields are dropped (not sent back as null).
     return JSON.parse(JSON.stringify(wf));
 }"""

@@ -9,7 +9,12 @@ how long).
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from engines.common.model_downloads import FAMILIES, LOADERS, NONE_CHOICES  # noqa: E402
 
 # The template browser's order, from "start here" to advanced, and the title each file is shown under: one list in
 # web/templates.json, which the editor extension (web/js/broadcast_media.js) reads to sort and title this pack's
@@ -70,11 +75,42 @@ ROW_BREAKS: dict[str, tuple[int, ...]] = {
     "wardrobe_minimax_h3": (2, 3, 4),
 }
 
+API_DIR = Path(__file__).resolve().parent.parent / "workflows" / "api"
+
+
+def model_commands(stem: str) -> list[str]:
+    """The `hf download` commands for the pack models `stem`'s loaders name, run from the ComfyUI folder (the same
+    table the loaders' refusals read: engines/common/model_downloads.py)."""
+    api = json.loads((API_DIR / f"{stem}.api.json").read_text(encoding="utf-8"))
+    commands = []
+    for node in sorted(api.values(), key=lambda n: n.get("_meta", {}).get("title", "")):
+        input_name, family = LOADERS.get(node["class_type"], (None, None))
+        name = (node.get("inputs") or {}).get(input_name) if input_name else None
+        if not isinstance(name, str) or name in NONE_CHOICES:
+            continue
+        fam = FAMILIES[family]
+        for d in fam.downloads_for(name):
+            line = d.command(Path("models") / fam.folder / name)
+            if line not in commands:
+                commands += ([f"({d.note})"] if d.note else []) + [line]
+    return commands
+
+
+def _with_models(stem: str, text: str) -> str:
+    """`text` with its "{models}" line replaced by the download commands of `stem`'s pack models (run from the
+    ComfyUI folder; `pip install -U huggingface_hub` gives `hf`)."""
+    lines = model_commands(stem)
+    block = ("Models (run in the ComfyUI folder; pip install -U huggingface_hub gives hf):\n" + "\n".join(lines)
+             if lines else "")
+    return text.replace("{models}", block)
+
+
 NOTES: dict[str, str] = {
     "demo_export": (
         "START HERE - no models needed.\n\n"
-        "Provide: a video with sound in ComfyUI's input folder (bash scripts/demo.sh makes broadcast_sample.mp4), "
-        "picked in Load Video (upload button).\n"
+        "Provide: a video with sound, uploaded in Load Video (choose file to upload). The sample clip: from the "
+        "ComfyUI folder run python custom_nodes/<this pack's folder>/scripts/sample_clip.py input, then press R.\n"
+        "First: pick your clip in Load Video; set filename_prefix in Export Video.\n"
         "Expect: one .mp4 in output/broadcast/, the preview and the encode summary (encoder used and why, colour, "
         "duration, size) in the Export node.\n"
         "Time: seconds."),
@@ -83,7 +119,8 @@ NOTES: dict[str, str] = {
         "Provide: a 3-10 s voice clip (Voice Clip, upload) and its exact transcript (Anchor Voice), a presenter "
         "action loop with the face visible (Presenter Loop, upload), and your script (News Script, one line per "
         "sentence).\n"
-        "Models: models/omnivoice/omnivoice/ and models/musetalk/musetalk-v15/ (README: the download commands).\n"
+        "First: upload the voice clip and the loop, type the transcript in Anchor Voice and the script.\n"
+        "{models}\n"
         "Expect: the mastered speech (player in Audio Master), the lip-synced clip as long as the speech (the loop "
         "walked forward then back, as upstream MuseTalk; set loop_mode), one .mp4 with preview and encode summary "
         "in Export Broadcast, then "
@@ -103,8 +140,8 @@ NOTES: dict[str, str] = {
         "THE BROADCAST (Ditto): news script + cloned voice + presenter loop -> one MP4, whole-head motion.\n\n"
         "Provide: a 3-10 s voice clip (Voice Clip) and its transcript (Anchor Voice), a presenter loop (Presenter "
         "Loop), your script (News Script).\n"
-        "Models: models/omnivoice/omnivoice/ and models/ditto/ditto-talkinghead/ (README: download commands; the "
-        "InsightFace parts are non-commercial).\n"
+        "First: upload the voice clip and the loop, type the transcript in Anchor Voice and the script.\n"
+        "{models}\n(Ditto's InsightFace face models are for non-commercial use only.)\n"
         "Expect: the mastered speech (player in Audio Master), a clip as long as the speech, one .mp4 with preview "
         "and summary in Export Broadcast, then Broadcast QC's pass/fail verdict and report on that file (never "
         "blocks it). Ditto Render streams its frames into the export (stream_to_export): the clip never exists whole in "
@@ -120,8 +157,10 @@ NOTES: dict[str, str] = {
         "to the cloned voice reading the script -> one MP4.\n\n"
         "Provide: the presenter loop (Presenter Loop), a garment reference image, the prompt encoded once by "
         "wardrobe_vace_prompt, a 3-10 s voice clip and its transcript, the script.\n"
-        "Models: models/sam3/sam3/, Wan 2.1 VACE (diffusion_models/, vae/), models/omnivoice/omnivoice/, "
-        "models/musetalk/musetalk-v15/.\n"
+        "First: run wardrobe_mask_check on your loop, encode your prompt with wardrobe_vace_prompt, then set "
+        "the prompt and garment reference here.\n"
+        "{models}\nCore's files, by name: models/diffusion_models/wan2.1_vace_14B_fp16.safetensors, "
+        "models/vae/wan_2.1_vae.safetensors.\n"
         "Expect: the re-dressed loop (masks cached, so a second run skips SAM3), the mastered speech, one .mp4 in "
         "Export Broadcast (Lip Sync streams its frames into it) and Broadcast QC's verdict on it. Without a swap, "
         "use broadcast_musetalk.\n"
@@ -136,7 +175,8 @@ NOTES: dict[str, str] = {
         "NEEDS A NEWER COMFYUI (0.33.0 or newer): SAM3_VideoTrack is a core node that ComfyUI 0.3.75 does not have; "
         "there it shows as missing (red). Update ComfyUI to run it.\n"
         "Provide: the presenter loop (Load Video), the garment and hands prompts.\n"
-        "Models: core's SAM3 checkpoint in models/checkpoints/.\n"
+        "First: type the garment and hands prompts.\n"
+        "Models: core's SAM3 checkpoint in models/checkpoints/ (e.g. sam3.1_multiplex_fp16.safetensors).\n"
         "Expect: the masks cached for wardrobe_vace / wardrobe_minimax_h3, and saved as PNGs (one a frame, white = "
         "mask) in output/wardrobe/ (core_sam3_garment_mask_*, core_sam3_hands_mask_*).\n"
         "Time: about a second per frame on a GPU."),
@@ -144,7 +184,8 @@ NOTES: dict[str, str] = {
         "Voice clone + broadcast mastering.\n\n"
         "Provide: a 3-10 s reference clip (Reference clip) and its exact transcript (Anchor voice); or a voice "
         "saved earlier with save_as. Type the script in Script.\n"
-        "Models: models/omnivoice/omnivoice/.\n"
+        "First: upload your reference clip and type exactly what it says.\n"
+        "{models}\n"
         "Expect: a player with the mastered speech (-14 LUFS, -1 dBTP) and its report; Save Speech writes it as FLAC "
         "to output/broadcast/ (tts_master_*.flac).\n"
         "Time: seconds per sentence on a GPU."),
@@ -153,14 +194,16 @@ NOTES: dict[str, str] = {
         "the two voices.\n\n"
         "Provide: two voices saved with Broadcast Voice Prompt's save_as ('dialogue anchor', 'dialogue "
         "correspondent'; or change speakers) and the script in Dialogue.\n"
-        "Models: models/omnivoice/omnivoice/; voices in models/omnivoice_voices/.\n"
+        "First: save the two voices with tts_master (save_as), then edit the script.\n"
+        "{models}\nVoices: models/omnivoice_voices/.\n"
         "Expect: two players with mastered speech (Master dialogue, Master morph); Save Dialogue and Save Morph write "
         "them as FLAC to output/broadcast/ (tts_dialogue_*.flac, tts_dialogue_morph_*.flac).\n"
         "Time: seconds per sentence on a GPU."),
     "musetalk_lipsync": (
         "MuseTalk lip-sync of an avatar loop to speech you already have.\n\n"
         "Provide: the presenter loop (Presenter Loop) and a speech file (Speech), both uploaded.\n"
-        "Models: models/musetalk/musetalk-v15/ (musetalkV15/, sd-vae/, whisper/).\n"
+        "First: upload the loop and the speech.\n"
+        "{models}\n"
         "Expect: a clip as long as the speech, only the mouth region changed, exported with the speech; Broadcast QC "
         "checks the file (loudness, A/V, lip-sync offset) and shows pass/fail.\n"
         "Options (Lip Sync): viseme_threshold 2 reuses the mouth of a repeated sound (no UNet, no VAE; -1 off, 0 "
@@ -170,7 +213,8 @@ NOTES: dict[str, str] = {
     "ditto_talking_head": (
         "Ditto talking head from a presenter loop (or one portrait) and speech.\n\n"
         "Provide: the loop (Presenter Loop) and speech (Speech).\n"
-        "Models: models/ditto/ditto-talkinghead/ (ditto_cfg/, ditto_pytorch/).\n"
+        "First: upload the loop (or a portrait) and the speech.\n"
+        "{models}\n"
         "Expect: a clip as long as the speech with head motion, exported with the speech; Broadcast QC checks the "
         "file and shows pass/fail.\n"
         "Options (Render): blend reinhard matches the mouth's colours to the frame (feather = upstream's, poisson "
@@ -179,19 +223,23 @@ NOTES: dict[str, str] = {
     "wardrobe_mask_check": (
         "Run this before spending GPU time on a wardrobe swap: no models needed.\n\n"
         "Provide: the clip and a mask video (red = garment, green = hands).\n"
+        "First: upload both.\n"
         "Expect: an overlay video: sampler token grid (blue), compositor pixel mask (green), protected hands (red).\n"
         "Time: seconds."),
     "wardrobe_vace_prompt": (
         "Encode the garment prompt once (Wan text encoder, about 11 GB); the VACE swap loads the result.\n\n"
         "Provide: the garment reference image.\n"
-        "Models: models/text_encoders/umt5_xxl_fp8_e4m3fn_scaled.safetensors, models/vae/wan_2.1_vae.safetensors.\n"
+        "First: type the garment prompt.\n"
+        "Models (core's, by name): models/text_encoders/umt5_xxl_fp8_e4m3fn_scaled.safetensors, "
+        "models/vae/wan_2.1_vae.safetensors.\n"
         "Expect: the folder wardrobe_vace_prompt (Save Prompt Conditioning): in datasets/ beside models/ on "
         "ComfyUI 0.33.0, in output/ on 0.3.75.\n"
         "Time: a minute."),
     "wardrobe_vace": (
         "Wardrobe swap with Wan 2.1 VACE: re-dress the presenter loop (then lip-sync the new loop).\n\n"
         "Provide: the loop (Load Video), a garment reference image, the prompt encoded by wardrobe_vace_prompt.\n"
-        "Models: models/sam3/sam3/, models/diffusion_models/wan2.1_vace_14B_fp16.safetensors, "
+        "First: run wardrobe_mask_check on your loop and wardrobe_vace_prompt for your prompt.\n"
+        "{models}\nCore's files, by name: models/diffusion_models/wan2.1_vace_14B_fp16.safetensors, "
         "models/vae/wan_2.1_vae.safetensors.\n"
         "Expect: the re-dressed loop with the source audio, hands kept in front of the garment.\n"
         "Time: minutes per second of video on a large GPU."),
@@ -201,7 +249,9 @@ NOTES: dict[str, str] = {
         "MiniMaxH3SigmaShift are core nodes that ComfyUI 0.3.75 does not have; there they show as missing (red). "
         "Update ComfyUI to run it.\n"
         "Provide: the loop (Load Video) and the garment reference.\n"
-        "Models: models/sam3/sam3/ and the H3 model, LoRA, text encoder and VAEs named in the loaders.\n"
+        "First: upload the loop and the garment reference.\n"
+        "{models}\nCore's files: the H3 model, LoRA, text encoder and VAEs named in the loaders.\n"
         "Expect: the re-dressed loop with the source audio.\n"
         "Time: minutes on a large GPU."),
 }
+NOTES = {stem: _with_models(stem, text) for stem, text in NOTES.items()}

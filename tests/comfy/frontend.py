@@ -8,6 +8,7 @@ toasts and the console); convert with `app.graphToPrompt` and queue with `app.ap
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 CHROMIUM = os.environ.get("BA_CHROMIUM", "/usr/bin/chromium")
@@ -93,6 +94,25 @@ class PageLog:
         out += [f"page error: {t}" for t in self.page_errors if not is_benign(t)]
         out += [f"request failed: {t}" for t in self.failed_requests if not is_benign(t)]
         return out
+
+
+@contextmanager
+def chromium(comfy):
+    """Headless Chromium for the tests of one module, with the settings seeded on `comfy` (skips without it)."""
+    import pytest
+
+    if not os.path.exists(CHROMIUM):
+        pytest.skip(f"no Chromium at {CHROMIUM} (scripts/env.sh installs Debian's chromium as root)")
+    from playwright.sync_api import sync_playwright
+
+    status, _ = comfy.request("POST", "/settings", SETTINGS)
+    assert status == 200, f"seeding the frontend settings failed: HTTP {status}"
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
 
 
 def open_page(browser, url: str):

@@ -9,7 +9,6 @@ page converts the graph with `app.graphToPrompt`, the case's overrides are appli
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 
@@ -58,18 +57,8 @@ def _screenshot_is_a_drawn_graph(page, path):
 
 @pytest.fixture(scope="module")
 def browser(comfy):
-    if not os.path.exists(frontend.CHROMIUM):
-        pytest.skip(f"no Chromium at {frontend.CHROMIUM} (scripts/env.sh installs Debian's chromium as root)")
-    from playwright.sync_api import sync_playwright
-
-    status, _ = comfy.request("POST", "/settings", frontend.SETTINGS)
-    assert status == 200, f"seeding the frontend settings failed: HTTP {status}"
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=frontend.CHROMIUM, headless=True, args=frontend.CHROMIUM_ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
+    with frontend.chromium(comfy) as b:
+        yield b
 
 
 @pytest.fixture
@@ -263,10 +252,14 @@ def test_editor_lists_the_templates_in_start_here_order_under_their_titles(page)
     from scripts.workflow.layout import ORDER, TITLES
 
     page_, log, _ = page
-    titles = [TITLES[stem] for stem in ORDER]
+    # A template using core nodes this server lacks (newer core's MiniMax H3 and SAM3 on 0.3.75) is not offered.
+    registered = set(page_.evaluate("() => Object.keys(LiteGraph.registered_node_types)"))
+    openable = [stem for stem in ORDER if {n["class_type"] for n in json.loads(
+        (TEMPLATE_DIR / "api" / f"{stem}.api.json").read_text(encoding="utf-8")).values()} <= registered]
+    titles = [TITLES[stem] for stem in openable]
     listing = page_.evaluate("async () => await app.api.getWorkflowTemplates()")
     assert listing.get(PACK_LINK_NAME) == titles
-    for stem, got in zip(ORDER, page_.evaluate(TEMPLATE_FETCH_JS, [PACK_LINK_NAME, titles])):
+    for stem, got in zip(openable, page_.evaluate(TEMPLATE_FETCH_JS, [PACK_LINK_NAME, titles])):
         assert got["jpg"] == [200, "image/jpeg"], f"{got['title']}: thumbnail {got['jpg']}"
         assert got["wf"] == json.loads((TEMPLATE_DIR / f"{stem}.json").read_text(encoding="utf-8")), \
             f"{got['title']} does not fetch workflows/{stem}.json"
@@ -281,14 +274,14 @@ def test_editor_lists_the_templates_in_start_here_order_under_their_titles(page)
     assert -1 not in where and where == sorted(where), f"the template browser shows {shown!r}"
     log.benign_404 = "/api/view?"  # the opened workflow names media this server does not have
     page_.get_by_text(pick, exact=True).first.click()
-    wf = json.loads((TEMPLATE_DIR / f"{ORDER[1]}.json").read_text(encoding="utf-8"))
+    wf = json.loads((TEMPLATE_DIR / f"{openable[1]}.json").read_text(encoding="utf-8"))
     expected = sorted(n["type"] for n in wf["nodes"])
     try:
         page_.wait_for_function("(types) => JSON.stringify(app.graph.nodes.map(n => n.type).sort()) === types",
                                 arg=json.dumps(expected, separators=(",", ":")), timeout=30_000)
     except Exception:
         opened = page_.evaluate("() => app.graph.nodes.map(n => n.type).sort()")
-        raise AssertionError(f"picking {pick!r} opened {opened}, not workflows/{ORDER[1]}.json's {expected}")
+        raise AssertionError(f"picking {pick!r} opened {opened}, not workflows/{openable[1]}.json's {expected}")
     assert log.problems() == []
 
 

@@ -195,6 +195,9 @@ class InProcessServer:
     def object_info(self):
         return self.info
 
+    def missing_models(self, prompt):
+        return None   # as a server without the Broadcast Avatar pack: no missing-model route
+
     def upload(self, name, data):
         pass
 

@@ -27,17 +27,29 @@ function loadTemplateSpec() {
 }
 const titleToFile = new Map(); // "<pack>/<title>" -> file name (without .json)
 
+// Templates this core cannot open (they use core nodes of a newer ComfyUI): the pack's server side lists them, found
+// by looking their node types up in core's registry (nodes/core_workflows.py); they are left out of the list.
+async function templatesThisCoreLacks() {
+  try {
+    const r = await api.fetchApi("/broadcast_avatar/core_templates");
+    return r.ok ? (await r.json()).lacking || {} : {};
+  } catch {
+    return {};
+  }
+}
+
 if (typeof api.getWorkflowTemplates === "function" && typeof api.apiURL === "function" && !api.__broadcastTitled) {
   const list = api.getWorkflowTemplates.bind(api);
   api.getWorkflowTemplates = async function () {
-    const [byPack, spec] = await Promise.all([list(), loadTemplateSpec()]);
+    const [byPack, spec, lacking] = await Promise.all([list(), loadTemplateSpec(), templatesThisCoreLacks()]);
     const order = spec.map((t) => t.name);
     const title = new Map(spec.map((t) => [t.name, t.title]));
     for (const [pack, names] of Object.entries(byPack || {})) {
       // This pack's list (its folder name is the user's choice): the one holding every workflow of the spec.
       if (!Array.isArray(names) || !order.length || !order.every((n) => names.includes(n))) continue;
       const rank = (n) => (order.includes(n) ? order.indexOf(n) : order.length);
-      byPack[pack] = [...names].sort((a, b) => rank(a) - rank(b) || a.localeCompare(b)).map((n) => {
+      const openable = names.filter((n) => !(n in lacking));
+      byPack[pack] = openable.sort((a, b) => rank(a) - rank(b) || a.localeCompare(b)).map((n) => {
         const shown = title.get(n) || n;
         titleToFile.set(`${pack}/${shown}`, n);
         return shown;
@@ -65,7 +77,7 @@ function mediaWidget(node, name, tag) {
   if (existing) return existing;
   const el = document.createElement(tag);
   el.controls = true;
-  el.preload = "none";
+  el.preload = "metadata";   // the player shows the file's length, not 0:00 / 0:00
   el.style.width = "100%";
   el.classList.add("broadcast-media");
   if (tag === "video") el.muted = true;
@@ -121,7 +133,9 @@ function addUpload(node, comboName, accept, previewTag) {
     const name = data.subfolder ? `${data.subfolder}/${data.name}` : data.name;
     if (!combo.options.values.includes(name)) combo.options.values.push(name);
     combo.value = name;
+    combo.callback?.(name);   // as if picked in the list: the value is shown and the player reloaded
     show();
+    node.setDirtyCanvas?.(true, true);
     picker.value = "";
   };
   const button = node.addWidget("button", "broadcast_upload", "choose file to upload", () => picker.click(), { serialize: false });
@@ -134,8 +148,44 @@ function addUpload(node, comboName, accept, previewTag) {
   node.onGraphConfigured = function () { configured?.apply(this, arguments); show(); };
 }
 
+// Search by what users type (text to speech, lip sync, wardrobe, mastering ...) without changing any title. Frontend
+// 1.49 searches each node definition's search_aliases (the pack sets them where the core's schema has the field);
+// 1.32 indexes only name and display_name (read in its bundle: FuseSearch keys, distance-weighted, so words late in a
+// long title are not found either). There the node definitions get the aliases served by the pack
+// (nodes/core_features.py) and the search index is rebuilt with that key too; only where the index lacks it, and
+// again whenever the editor rebuilds it (node definitions reloaded).
+async function aliasesForOlderSearch() {
+  const pinia = document.querySelector("#vue-app")?.__vue_app__?.config?.globalProperties?.$pinia;
+  const store = pinia?._s?.get("nodeDef");
+  if (!store?.nodeSearchService) return;
+  let words;
+  try {
+    const r = await api.fetchApi("/broadcast_avatar/search_keywords");
+    if (!r.ok) return;
+    words = await r.json();
+  } catch {
+    return;
+  }
+  const patch = () => {
+    const search = store.nodeSearchService?.nodeFuseSearch;
+    if (!search?.fuse || !Array.isArray(search.keys) || search.keys.includes("search_aliases")) return;
+    for (const def of search.data || []) {
+      if (words[def?.name] && !def.search_aliases?.length) def.search_aliases = words[def.name];
+    }
+    const Fuse = search.fuse.constructor;
+    const keys = [...search.keys, "search_aliases"];
+    search.keys = keys;
+    search.fuse = new Fuse(search.data, { ...search.fuse.options, keys }, Fuse.createIndex(keys, search.data));
+  };
+  patch();
+  store.$subscribe?.(() => setTimeout(patch, 0));
+}
+
 app.registerExtension({
   name: "broadcast_avatar.media",
+  async setup() {
+    await aliasesForOlderSearch();
+  },
   async beforeRegisterNodeDef(nodeType, nodeData) {
     if (!nodeData?.name?.startsWith(PACK_PREFIX)) return;
     const onExecuted = nodeType.prototype.onExecuted;
@@ -147,7 +197,13 @@ app.registerExtension({
         player.element.src = api.apiURL(`/view?${new URLSearchParams({ filename: audio.filename, subfolder: audio.subfolder || "", type: audio.type || "output" })}`);
       }
       const text = message?.text;
-      if (text?.length) textWidget(this, "broadcast_summary").element.value = text.join("\n");
+      if (text?.length) {
+        // Tall enough to read in full (the encode summary runs to several sentences), at most 14 lines.
+        const box = textWidget(this, "broadcast_summary").element;
+        box.value = text.join("\n");
+        const lines = box.value.split("\n").reduce((n, l) => n + Math.max(1, Math.ceil(l.length / 48)), 0);
+        box.rows = Math.min(14, Math.max(4, lines));
+      }
       this.setSize?.([this.size[0], Math.max(this.size[1], this.computeSize()[1])]);
       app.graph?.setDirtyCanvas(true, true);
       return r;
