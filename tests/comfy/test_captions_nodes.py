@@ -10,7 +10,7 @@ import pytest
 import soundfile as sf
 
 from engines.qc import THRESHOLDS
-from scripts.batch_jobs import output_items
+from scripts.batch.jobs import output_items
 from scripts.run_workflow import output_files
 from tests.fixtures.tiny_omnivoice import install_tiny_omnivoice
 

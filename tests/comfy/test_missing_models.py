@@ -13,7 +13,7 @@ import subprocess
 import sys
 
 from scripts import run_workflow
-from scripts.workflow_api import apply_overrides, load_workflow
+from scripts.workflow.api import apply_overrides, load_workflow
 from tests.workflow_cases import REPO_ROOT, shipped_api_twin
 
 ABSENT = {"OmniVoice Loader.model_name": "absent-omnivoice", "Ditto Loader.model_name": "absent-ditto"}
