@@ -203,7 +203,8 @@ def _timed_render(chunks_fn, device):
         if first is None:
             sync(device)
             first = time.perf_counter() - t0
-        parts.append(chunk)
+        # the renders stream uint8 frames (the byte path); errors are reported in [0, 1] pixel values
+        parts.append(chunk.float() / 255.0 if chunk.dtype == torch.uint8 else chunk)
     sync(device)
     return torch.cat(parts), first, time.perf_counter() - t0
 
