@@ -26,7 +26,7 @@ from ..common.frames import FrameRing, chunk_buffer
 from ..common.progress import Progress, ensure
 from . import cadence
 from .keypoints import source_keypoints
-from .putback import BLEND_MODES, paste_crops
+from .putback import BLEND_MODES, PasteWork, paste_crops
 
 
 @dataclass(frozen=True)
@@ -112,6 +112,7 @@ def render(nets, avatar, source_index: np.ndarray, kp_driven: np.ndarray, rms: O
     emitted = 0
     ring = FrameRing(2) if reuse_buffers else None     # the chunk the consumer holds + the one being made
     shape = tuple(avatar.frames.shape[1:])
+    paste_work = PasteWork()                            # the paste's window buffers, reused for the whole clip
 
     def emit(upto: int):
         """Put back and yield frames [emitted, upto)."""
@@ -127,7 +128,7 @@ def render(nets, avatar, source_index: np.ndarray, kp_driven: np.ndarray, rms: O
                 crops = [_crop_for(i) for i in sel]          # no stack: the warp copies each into its input
                 src = source_index[sel]
                 paste_crops([out[j] for j in np.flatnonzero(active)], crops, avatar.m_o2c[src], avatar.m_c2o[src],
-                            settings.blend, weights[sel])
+                            settings.blend, weights[sel], paste_work)
             yield out
             progress.step(len(idx))
             emitted = int(idx[-1]) + 1
