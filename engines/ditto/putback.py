@@ -220,7 +220,7 @@ def _paste_feather_bytes(region: torch.Tensor, crop: torch.Tensor, affine: np.nd
     """Feather-blend one crop into a uint8 window ``[h, w, 3]`` in place, computed on the crop's device in float32.
 
     The fused form of warp_windows + blend_window + store_window for the shipped blend: the crop is warped in
-    0..255 units with the mask as a 4th channel (one bilinear sampling, into a reused buffer), and the blend runs
+    0..255 units with the mask as a 4th channel (one bilinear sampling), and the blend runs
     in the frame's own interleaved layout: ``bg + m * w * (fg - bg) + 0.5`` truncated to bytes, the export's
     rounding of the float frame, with no transpose of the window either way."""
     dev = crop.device
@@ -229,9 +229,8 @@ def _paste_feather_bytes(region: torch.Tensor, crop: torch.Tensor, affine: np.nd
     grid = _fill_grid(work.take("grid", (1, h, w, 2), torch.float32, dev),
                       torch.from_numpy(affine[None]).to(dev, torch.float32),
                       work.axis("x", w, dev), work.axis("y", h, dev))
-    warped = work.take("warped", (1, 4, h, w), torch.float32, dev)
-    # bilinear, zero border, align_corners=False: F.grid_sample's own kernel, written into the reused buffer
-    torch.ops.aten.grid_sampler_2d.out(src, grid, 0, 0, False, out=warped)
+    # a new output: grid_sampler_2d's out= form is a wrapper that copies a fresh result into `out` (slower, measured)
+    warped = F.grid_sample(src, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
     # the blend's operands made interleaved and contiguous like the frame (clamped on the way: slerped crops can
     # overshoot 0..1); a weight broadcast along the innermost axis, or a strided operand, drops torch's element-wise
     # kernels to a scalar loop several times slower than these two copies
