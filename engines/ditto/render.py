@@ -64,16 +64,20 @@ class CropRenderer:
         self._f_s_staging: Optional[torch.Tensor] = None
 
     def _gather_f_s(self, src: np.ndarray) -> torch.Tensor:
-        """The avatar's f_s of the batch's source frames, on the device: gathered on the host into one reused
-        staging buffer. A fresh stack is 4 MB a frame (32 MB a batch of 8, past the C allocator's cached sizes), so
-        its page faults came back on every call: ~2 ms a frame of the render's host time, measured (cProfile,
-        bench_host_path's Ditto case). The buffer is rewritten by the next call; the networks are done with their
-        inputs when a call returns."""
+        """The avatar's f_s of the batch's source frames, on the device. A batch of consecutive loop frames (the loop
+        played forward, most batches) is a view of the avatar's table, no copy on the host; any other is gathered
+        into one reused staging buffer. A fresh stack is 4 MB a frame (32 MB a batch of 8, past the C allocator's
+        cached sizes), so its page faults came back on every call: ~2 ms a frame of the render's host time, measured
+        (cProfile, bench_host_path's Ditto case). The buffer is rewritten by the next call; the networks are done
+        with their inputs when a call returns."""
         f_s = self.avatar.f_s
-        n = len(src)
+        idx = np.asarray(src, np.int64)
+        n = len(idx)
+        if n and np.all(np.diff(idx) == 1):
+            return f_s[int(idx[0]):int(idx[0]) + n].to(self.device)
         if self._f_s_staging is None or self._f_s_staging.shape[0] < n:
             self._f_s_staging = torch.empty((n, *f_s.shape[1:]), dtype=f_s.dtype, device=f_s.device)
-        staged = torch.index_select(f_s, 0, torch.as_tensor(np.asarray(src, np.int64)), out=self._f_s_staging[:n])
+        staged = torch.index_select(f_s, 0, torch.from_numpy(idx), out=self._f_s_staging[:n])
         return staged.to(self.device)
 
     @torch.inference_mode()

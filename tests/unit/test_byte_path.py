@@ -353,8 +353,9 @@ def test_ditto_paste_reuses_one_work_across_window_sizes_crop_sides_and_weights(
 
 
 def test_ditto_crop_renderer_hands_each_batch_its_own_f_s_rows():
-    """The networks' f_s comes from one reused staging buffer: every batch (longer, shorter, repeated rows) gets
-    exactly the avatar's rows of its source frames, nothing left over from the batch before."""
+    """The networks' f_s is a view of the avatar's table (consecutive frames) or comes from one reused staging
+    buffer: every batch (longer, shorter, repeated rows, a forward run) gets exactly the avatar's rows of its source
+    frames, nothing left over from the batch before."""
     g = torch.Generator().manual_seed(6)
     f_s = torch.randn(5, 2, 3, 4, 4, generator=g).to(torch.float16)
     seen = []
@@ -370,7 +371,7 @@ def test_ditto_crop_renderer_hands_each_batch_its_own_f_s_rows():
     info["scale"] = np.ones((5, 1), np.float32)
     renderer = ditto_render.CropRenderer(nets, SimpleNamespace(f_s=f_s, info=info), torch.device("cpu"),
                                          torch.float32)
-    batches = [np.array([4, 0, 2, 2]), np.array([1]), np.array([3, 1, 0])]
+    batches = [np.array([4, 0, 2, 2]), np.array([1]), np.array([1, 2, 3]), np.array([3, 1, 0])]
     for src in batches:
         renderer(src, np.zeros((len(src), 21, 3), np.float32))
     assert len(seen) == len(batches)
