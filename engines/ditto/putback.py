@@ -234,12 +234,13 @@ def _paste_feather_bytes(region: torch.Tensor, crop: torch.Tensor, affine: np.nd
                       work.axis("x", w, dev), work.axis("y", h, dev))
     # a new output: grid_sampler_2d's out= form is a wrapper that copies a fresh result into `out` (slower, measured)
     warped = F.grid_sample(src, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
-    # the blend's operands made interleaved and contiguous like the frame (clamped on the way: slerped crops can
-    # overshoot 0..1); a weight broadcast along the innermost axis, or a strided operand, drops torch's element-wise
-    # kernels to a scalar loop several times slower than these two copies
-    fg = torch.clamp(warped[0, :3].permute(1, 2, 0), 0.0, 255.0, out=work.take("fg", (h, w, 3), torch.float32, dev))
-    m = torch.clamp(warped[0, 3, :, :, None].expand(h, w, 3), 0.0, 1.0,
-                    out=work.take("m", (h, w, 3), torch.float32, dev))
+    warped[0, :3].clamp_(0.0, 255.0)                                # slerped crops can overshoot 0..1
+    warped[0, 3].clamp_(0.0, 1.0)
+    # the blend's operands made interleaved and contiguous like the frame (plain copies; clamped above, where the
+    # data is contiguous): a weight broadcast along the innermost axis, or a strided operand, drops torch's
+    # element-wise kernels to a scalar loop several times slower than these two copies
+    fg = work.take("fg", (h, w, 3), torch.float32, dev).copy_(warped[0, :3].permute(1, 2, 0))
+    m = work.take("m", (h, w, 3), torch.float32, dev).copy_(warped[0, 3, :, :, None].expand(h, w, 3))
     if weight < 1.0:
         m.mul_(weight)                                              # silence easing: frame + w * (composite - frame)
     bg = work.take("bg", (h, w, 3), torch.float32, dev)
