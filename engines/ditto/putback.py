@@ -9,8 +9,9 @@ normalised for ``align_corners=False`` as (2x + 1) / 512 - 1.
 
 The render's byte path (`paste_crops`): the frames are uint8 copies of the loop frames on the host; each one's
 window (the box its crop covers) is sent to the crops' device as bytes, blended there in float and sent back as
-bytes, rounded as the export rounds a float frame; nothing else of the frame is touched or converted. `putback` is
-the same blend into float copies of whole frames.
+bytes, rounded as the export rounds a float frame; nothing else of the frame is touched or converted. For feather
+(the shipped blend) that is one fused pass per window (`_paste_feather_bytes`) whose temporaries live in a
+`PasteWork` the render keeps for the whole clip. `putback` is the same blend into float copies of whole frames.
 
 `blend` (engines/common/blend_modes.py): ``feather`` is upstream's blend above. ``reinhard`` first moves the rendered
 mouth's colours to the frame's (CIE Lab mean and spread matched over the mouth region, the posts' X 181-331, Y
@@ -223,9 +224,9 @@ def _paste_feather_bytes(region: torch.Tensor, crop: torch.Tensor, affine: np.nd
     """Feather-blend one crop into a uint8 window ``[h, w, 3]`` in place, computed on the crop's device in float32.
 
     The fused form of warp_windows + blend_window + store_window for the shipped blend: the crop is warped in
-    0..255 units with the mask as a 4th channel (one bilinear sampling), and the blend runs
+    0..255 units with the mask as a 4th channel (one bilinear sampling, made interleaved once), and the blend runs
     in the frame's own interleaved layout: ``bg + m * w * (fg - bg) + 0.5`` truncated to bytes, the export's
-    rounding of the float frame, with no transpose of the window either way."""
+    rounding of the float frame, with no transpose of the frame's window either way."""
     dev = crop.device
     h, w = int(region.shape[0]), int(region.shape[1])
     src = work.warp_input(crop)
