@@ -22,6 +22,7 @@ pixel the mask does not reach is the frame, bit for bit.
 """
 from __future__ import annotations
 
+import math
 from functools import lru_cache
 
 import numpy as np
@@ -192,7 +193,7 @@ class PasteWork:
         self._crop_side = None    # the side whose feather mask sits in the warp input's 4th channel
 
     def take(self, name: str, shape: tuple, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-        n = int(np.prod(shape))
+        n = math.prod(shape)
         key = (name, dtype, device)
         flat = self._flat.get(key)
         if flat is None or flat.numel() < n:
