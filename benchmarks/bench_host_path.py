@@ -144,8 +144,10 @@ def ditto_case(height: int, width: int, device: torch.device):
 
 
 def ditto_inputs(case, frames: int, device: torch.device, sink=None) -> int:
-    """Ditto's network-input staging alone (`render.CropRenderer` with the stand-ins: f_s gathered per batch, 4 MB a
-    frame, and the decoder's crops clamped), the part of its host path that is not the putback."""
+    """Ditto's network-input staging alone (`render.CropRenderer` with the stand-ins: each batch's f_s, 4 MB a frame,
+    and the decoder's crops clamped), the part of its host path that is not the putback. The batches here are runs of
+    consecutive loop frames (the loop played forward), whose f_s is a view of the avatar's table; a batch that
+    crosses the loop's seam is gathered into a staging buffer instead."""
     nets, avatar, _ = case
     renderer = ditto_engine.CropRenderer(nets, avatar, device, torch.float32)
     src = np.arange(frames) % LOOP

@@ -9,8 +9,9 @@ normalised for ``align_corners=False`` as (2x + 1) / 512 - 1.
 
 The render's byte path (`paste_crops`): the frames are uint8 copies of the loop frames on the host; each one's
 window (the box its crop covers) is sent to the crops' device as bytes, blended there in float and sent back as
-bytes, rounded as the export rounds a float frame; nothing else of the frame is touched or converted. `putback` is
-the same blend into float copies of whole frames.
+bytes, rounded as the export rounds a float frame; nothing else of the frame is touched or converted. For feather
+(the shipped blend) that is one fused pass per window (`_paste_feather_bytes`) whose temporaries live in a
+`PasteWork` the render keeps for the whole clip. `putback` is the same blend into float copies of whole frames.
 
 `blend` (engines/common/blend_modes.py): ``feather`` is upstream's blend above. ``reinhard`` first moves the rendered
 mouth's colours to the frame's (CIE Lab mean and spread matched over the mouth region, the posts' X 181-331, Y
@@ -21,6 +22,7 @@ pixel the mask does not reach is the frame, bit for bit.
 """
 from __future__ import annotations
 
+import math
 from functools import lru_cache
 
 import numpy as np
@@ -91,6 +93,26 @@ def footprints(m_c2o: np.ndarray, width: int, height: int) -> list:
     return [footprint(m_c2o[i], width, height) for i in range(len(m_c2o))]
 
 
+def _window_affines(m_o2c: np.ndarray, boxes: list) -> np.ndarray:
+    """``(B, 2, 3)`` float64: per frame, the affine from window pixel (j, i) straight to grid_sample's normalised crop
+    coordinates (the window origin and the ``(2x + 1) / S - 1`` normalisation folded in, in float64)."""
+    norm = np.array([[2.0 / CROP, 0, 1.0 / CROP - 1], [0, 2.0 / CROP, 1.0 / CROP - 1], [0, 0, 1]])
+    return np.stack([(norm @ m_o2c[i] @ np.array([[1.0, 0, x0], [0, 1, y0], [0, 0, 1]]))[:2]
+                     for i, (x0, y0, _, _) in enumerate(boxes)])
+
+
+def _fill_grid(grid: torch.Tensor, affine: torch.Tensor, xs: torch.Tensor, ys: torch.Tensor) -> torch.Tensor:
+    """grid[b, i, j] = A_b @ (j, i, 1) into `grid` ``(B, bh, bw, 2)``, one pass: row 0 (x and y interleaved) plus
+    i times the per-row step, over each row of ``2 * bw`` floats (a sum broadcast over a last axis of 2 runs
+    torch's scalar loop, ~3x slower; a (bh*bw, 3) x (3, 2) product per frame is a GEMM of the worst shape).
+    `affine` ``(B, 2, 3)``, `xs` ``(bw,)``, `ys` ``(bh,)`` float32 on the grid's device."""
+    b, bh, bw = grid.shape[:3]
+    first = (xs.view(1, -1, 1) * affine[:, None, :, 0] + affine[:, None, :, 2]).view(b, 1, 2 * bw)   # row 0
+    step = affine[:, None, :, 1].expand(b, bw, 2).reshape(b, 1, 2 * bw)                              # per row
+    torch.addcmul(first, ys.view(1, -1, 1), step, out=grid.view(b, bh, 2 * bw))
+    return grid
+
+
 def warp_windows(crops, m_o2c: np.ndarray, boxes: list, blend: str = "feather") -> torch.Tensor:
     """The crops (``(B, 3, S, S)`` or B tensors ``(3, S, S)``; with the feather mask, and for reinhard the mouth
     weight) sampled at each frame window's pixels: ``(B, 4 or 5, bh, bw)`` float32 in 0..1 on the crops' device,
@@ -99,17 +121,10 @@ def warp_windows(crops, m_o2c: np.ndarray, boxes: list, blend: str = "feather") 
     dev = crops[0].device
     bw = max(1, max(x1 - x0 for x0, _, x1, _ in boxes))
     bh = max(1, max(y1 - y0 for _, y0, _, y1 in boxes))
-    # One affine per frame maps box pixel (i, j) straight to grid_sample's normalised crop coordinates: the box
-    # origin and the (2x + 1) / S - 1 normalisation are folded into it in float64, the grid itself is float32.
-    norm = np.array([[2.0 / CROP, 0, 1.0 / CROP - 1], [0, 2.0 / CROP, 1.0 / CROP - 1], [0, 0, 1]])
-    affines = np.stack([(norm @ m_o2c[i] @ np.array([[1.0, 0, x0], [0, 1, y0], [0, 0, 1]]))[:2]
-                        for i, (x0, y0, _, _) in enumerate(boxes)])
-    # grid[b, i, j] = A_b @ (j, i, 1): two broadcast sums per coordinate (a (bh*bw, 3) x (3, 2) product per frame
-    # is a GEMM of the worst shape, ~3x slower on the CPU)
-    a = torch.from_numpy(affines).to(dev, torch.float32)                                     # (B, 2, 3)
-    xs = torch.arange(bw, device=dev, dtype=torch.float32).view(1, 1, bw, 1)
-    ys = torch.arange(bh, device=dev, dtype=torch.float32).view(1, bh, 1, 1)
-    grid = (xs * a[:, None, None, :, 0] + a[:, None, None, :, 2]) + ys * a[:, None, None, :, 1]  # (B, bh, bw, 2)
+    a = torch.from_numpy(_window_affines(m_o2c, boxes)).to(dev, torch.float32)
+    grid = _fill_grid(torch.empty((b, bh, bw, 2), dtype=torch.float32, device=dev), a,
+                      torch.arange(bw, device=dev, dtype=torch.float32),
+                      torch.arange(bh, device=dev, dtype=torch.float32))
     side = crops[0].shape[-1]   # 512 at full size; the grid is in normalised units, so smaller test crops work too
     # crops, mask (and the mouth's transfer weight for reinhard, warped the same way) as the channels of one input,
     # each crop copied once, straight from the renderer's list
@@ -167,8 +182,83 @@ def putback(frames: torch.Tensor, crops: torch.Tensor, m_o2c: np.ndarray, m_c2o:
     return out
 
 
+class PasteWork:
+    """Buffers `paste_crops` reuses from frame to frame (and, held by the render, from chunk to chunk): on the CPU a
+    fresh multi-MB temporary costs its page faults on every frame, more than the arithmetic done in it. One per
+    render (or per call), used from one thread. Each buffer is a flat tensor on its device, grown when a larger
+    window is asked for; a window's tensors are views of it."""
+
+    def __init__(self):
+        self._flat: dict = {}
+        self._crop_side = None    # the side whose feather mask sits in the warp input's 4th channel
+
+    def take(self, name: str, shape: tuple, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+        n = math.prod(shape)
+        key = (name, dtype, device)
+        flat = self._flat.get(key)
+        if flat is None or flat.numel() < n:
+            flat = self._flat[key] = torch.empty(n, dtype=dtype, device=device)
+        return flat[:n].view(shape)
+
+    def warp_input(self, crop: torch.Tensor) -> torch.Tensor:
+        """``(1, 4, S, S)`` float32 on the crop's device: the crop scaled to 0..255 and the feather mask (written
+        once, when the buffer is made or the side changes)."""
+        dev, side = crop.device, int(crop.shape[-1])
+        src = self.take("src", (1, 4, side, side), torch.float32, dev)
+        if self._crop_side != (side, dev):
+            src[0, 3].copy_(torch.from_numpy(feather_mask(side)))
+            self._crop_side = (side, dev)
+        torch.mul(crop.to(torch.float32), 255.0, out=src[0, :3])     # bf16 crops widen first, then scale in fp32
+        return src
+
+    def axis(self, name: str, n: int, device: torch.device) -> torch.Tensor:
+        """0, 1, ..., n-1 as float32 on `device` (a view of a cached, grown ramp)."""
+        key = ("axis", name, device)
+        ramp = self._flat.get(key)
+        if ramp is None or ramp.numel() < n:
+            ramp = self._flat[key] = torch.arange(max(n, 1), dtype=torch.float32, device=device)
+        return ramp[:n]
+
+
+def _paste_feather_bytes(region: torch.Tensor, crop: torch.Tensor, affine: np.ndarray, weight: float,
+                         work: PasteWork) -> None:
+    """Feather-blend one crop into a uint8 window ``[h, w, 3]`` in place, computed on the crop's device in float32.
+
+    The fused form of warp_windows + blend_window + store_window for the shipped blend: the crop is warped in
+    0..255 units with the mask as a 4th channel (one bilinear sampling, made interleaved once), and the blend runs
+    in the frame's own interleaved layout: ``bg + m * w * (fg - bg) + 0.5`` truncated to bytes, the export's
+    rounding of the float frame, with no transpose of the frame's window either way."""
+    dev = crop.device
+    h, w = int(region.shape[0]), int(region.shape[1])
+    src = work.warp_input(crop)
+    grid = _fill_grid(work.take("grid", (1, h, w, 2), torch.float32, dev),
+                      torch.from_numpy(affine[None]).to(dev, torch.float32),
+                      work.axis("x", w, dev), work.axis("y", h, dev))
+    # a new output: grid_sampler_2d's out= form is a wrapper that copies a fresh result into `out` (slower, measured)
+    warped = F.grid_sample(src, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
+    warped[0, :3].clamp_(0.0, 255.0)                                # slerped crops can overshoot 0..1
+    warped[0, 3].clamp_(0.0, 1.0)
+    # the blend's operands made interleaved and contiguous like the frame (plain copies; clamped above, where the
+    # data is contiguous): a weight broadcast along the innermost axis, or a strided operand, drops torch's
+    # element-wise kernels to a scalar loop several times slower than these two copies
+    fg = work.take("fg", (h, w, 3), torch.float32, dev).copy_(warped[0, :3].permute(1, 2, 0))
+    m = work.take("m", (h, w, 3), torch.float32, dev).copy_(warped[0, 3, :, :, None].expand(h, w, 3))
+    if weight < 1.0:
+        m.mul_(weight)                                              # silence easing: frame + w * (composite - frame)
+    bg = work.take("bg", (h, w, 3), torch.float32, dev)
+    if region.device == dev:
+        bg.copy_(region)
+    else:                                                           # only the window's bytes cross to the device
+        bg.copy_(work.take("up", (h, w, 3), torch.uint8, dev).copy_(region))
+    torch.lerp(bg, fg, m, out=bg).add_(0.5)                         # in 0..255.5: truncation is the export's rounding
+    if region.device == dev:
+        region.copy_(bg)
+    else:                                                           # bytes made on the device, only they come back
+        region.copy_(work.take("down", (h, w, 3), torch.uint8, dev).copy_(bg))
+
+
 def paste_crops(frames, crops: torch.Tensor, m_o2c: np.ndarray, m_c2o: np.ndarray, blend: str = "feather",
-                weights=None) -> None:
+                weights=None, work: PasteWork | None = None) -> None:
     """Blend crops into `frames` in place, window only: the byte path of the render.
 
     Args:
@@ -180,19 +270,29 @@ def paste_crops(frames, crops: torch.Tensor, m_o2c: np.ndarray, m_c2o: np.ndarra
         blend: feather, reinhard or poisson.
         weights: optional (B,) floats in 0..1 easing each composite in from the frame (silence): frame + w *
             (composite - frame); None or 1 is the composite.
+        work: the buffers to reuse (`PasteWork`); the render passes one for the whole clip. Feather into uint8
+            frames (the shipped path) uses them; the other modes and float frames take the general path.
     """
     _check_blend(blend)
     h, w = (int(d) for d in frames[0].shape[:2])
-    for i, (x0, y0, x1, y1) in enumerate(footprints(m_c2o, w, h)):
+    boxes = footprints(m_c2o, w, h)
+    fused = blend == "feather" and frames[0].dtype == torch.uint8
+    if fused:
+        work = PasteWork() if work is None else work
+        affines = _window_affines(m_o2c, boxes)
+    for i, (x0, y0, x1, y1) in enumerate(boxes):
         if x1 <= x0 or y1 <= y0:
+            continue
+        region = frames[i][y0:y1, x0:x1]
+        wt = 1.0 if weights is None else float(weights[i])
+        if fused:
+            _paste_feather_bytes(region, crops[i], affines[i], wt, work)
             continue
         # one frame at a time: each samples only its own window, and the temporaries (a few MB) are reused by the
         # allocator instead of a batch's (tens of MB, fresh pages every call on the CPU)
         warped = warp_windows(crops[i:i + 1], m_o2c[i:i + 1], [(x0, y0, x1, y1)], blend)[0]
-        region = frames[i][y0:y1, x0:x1]
         bg = window_float(region, warped.device)
         mixed = blend_window(bg, warped, blend)
-        wt = 1.0 if weights is None else float(weights[i])
         if wt < 1.0:
             mixed = bg + wt * (mixed - bg)
         store_window(region, mixed)

@@ -26,7 +26,7 @@ from ..common.frames import FrameRing, chunk_buffer
 from ..common.progress import Progress, ensure
 from . import cadence
 from .keypoints import source_keypoints
-from .putback import BLEND_MODES, paste_crops
+from .putback import BLEND_MODES, PasteWork, paste_crops
 
 
 @dataclass(frozen=True)
@@ -61,11 +61,29 @@ class CropRenderer:
         runners = getattr(nets, "runners", None) or {}
         self.stitch, self.warp, self.decoder = (runners.get(n) or _eager(getattr(nets, n))
                                                 for n in ("stitch", "warp", "decoder"))
+        self._f_s_staging: Optional[torch.Tensor] = None
+
+    def _gather_f_s(self, src: np.ndarray) -> torch.Tensor:
+        """The avatar's f_s of the batch's source frames, on the device. A batch of consecutive loop frames (the loop
+        played forward, most batches) is a view of the avatar's table, no copy on the host; any other is gathered
+        into one reused staging buffer. A fresh stack is 4 MB a frame (32 MB a batch of 8, past the C allocator's
+        cached sizes), so its page faults came back on every call: ~2 ms a frame of the render's host time, measured
+        (cProfile, bench_host_path's Ditto case). The buffer is rewritten by the next call; the networks are done
+        with their inputs when a call returns."""
+        f_s = self.avatar.f_s
+        idx = np.asarray(src, np.int64)
+        n = len(idx)
+        if n and np.all(np.diff(idx) == 1):
+            return f_s[int(idx[0]):int(idx[0]) + n].to(self.device)
+        if self._f_s_staging is None or self._f_s_staging.shape[0] < n:
+            self._f_s_staging = torch.empty((n, *f_s.shape[1:]), dtype=f_s.dtype, device=f_s.device)
+        staged = torch.index_select(f_s, 0, torch.from_numpy(idx), out=self._f_s_staging[:n])
+        return staged.to(self.device)
 
     @torch.inference_mode()
     def __call__(self, src: np.ndarray, kp_driven: np.ndarray) -> torch.Tensor:
         dev = self.device
-        f_s = torch.stack([self.avatar.f_s[int(i)] for i in src]).to(dev)
+        f_s = self._gather_f_s(src)
         x_s = self.x_s[src].to(dev)
         x_d = torch.from_numpy(np.ascontiguousarray(kp_driven)).to(dev)
         with _autocast(dev, self.dtype):
@@ -112,6 +130,7 @@ def render(nets, avatar, source_index: np.ndarray, kp_driven: np.ndarray, rms: O
     emitted = 0
     ring = FrameRing(2) if reuse_buffers else None     # the chunk the consumer holds + the one being made
     shape = tuple(avatar.frames.shape[1:])
+    paste_work = PasteWork()                            # the paste's window buffers, reused for the whole clip
 
     def emit(upto: int):
         """Put back and yield frames [emitted, upto)."""
@@ -127,7 +146,7 @@ def render(nets, avatar, source_index: np.ndarray, kp_driven: np.ndarray, rms: O
                 crops = [_crop_for(i) for i in sel]          # no stack: the warp copies each into its input
                 src = source_index[sel]
                 paste_crops([out[j] for j in np.flatnonzero(active)], crops, avatar.m_o2c[src], avatar.m_c2o[src],
-                            settings.blend, weights[sel])
+                            settings.blend, weights[sel], paste_work)
             yield out
             progress.step(len(idx))
             emitted = int(idx[-1]) + 1

@@ -324,3 +324,56 @@ def test_frame_ring_recycles_its_buffers_and_collect_converts_bytes_once():
     chunks = [torch.full((2, 5, 7, 3), v, dtype=torch.uint8) for v in (0, 51, 255)]
     clip = collect_frames(iter(chunks), 6, (5, 7, 3), torch.float32)
     assert torch.equal(clip[::2, 0, 0, 0], torch.tensor([0.0, 0.2, 1.0]))
+
+
+def test_ditto_paste_reuses_one_work_across_window_sizes_crop_sides_and_weights():
+    """The render's buffers (`PasteWork`) live for the whole clip: windows that grow and shrink, a crop side that
+    changes (the mask channel rewritten), overshooting (slerped) crops, and silence weights, each frame pasted
+    through the same work equals the pre-change putback and silence mix within one level."""
+    work = ditto_putback.PasteWork()
+    g = torch.Generator().manual_seed(5)
+    loop = torch.randint(0, 256, (3, DH, DW, 3), dtype=torch.uint8, generator=g)
+    m_c2o = np.stack([_similarity(0.0, 0.11, 10.0, 8.0), _similarity(0.25, 0.09, 25.0, 30.0),
+                      _similarity(-0.2, 0.13, 40.0, 45.0)])
+    m_o2c = np.linalg.inv(m_c2o)
+    exact = []
+    # (loop frame, crop side, silence weight): large, small, large window; side 64, then 48, then 64 again
+    for s, side, weight in [(2, SIDE, 1.0), (1, SIDE, 0.4), (2, 48, 1.0), (0, 48, 0.75), (2, SIDE, 1.0)]:
+        crop = torch.rand(1, 3, side, side, generator=g) * 1.3 - 0.15     # beyond 0..1, as a slerp can give
+        scale = side / SIDE            # the affines map to a SIDE crop: rescale for the other side's pixels
+        c2o = m_c2o[s:s + 1] @ np.diag([1 / scale, 1 / scale, 1.0])
+        o2c = np.linalg.inv(c2o)
+        frame = loop[s].clone()
+        ditto_putback.paste_crops([frame], crop, o2c, c2o, "feather", [weight], work=work)
+        composed = old_putback(loop[s:s + 1], crop, o2c, c2o, "feather")
+        base = loop[s:s + 1].float() / 255.0
+        old = encoder_bytes(base + weight * (composed - base))
+        exact.append(assert_within_one_level(frame[None], old))
+    assert min(exact) > 0.99
+
+
+def test_ditto_crop_renderer_hands_each_batch_its_own_f_s_rows():
+    """The networks' f_s is a view of the avatar's table (consecutive frames) or comes from one reused staging
+    buffer: every batch (longer, shorter, repeated rows, a forward run) gets exactly the avatar's rows of its source
+    frames, nothing left over from the batch before."""
+    g = torch.Generator().manual_seed(6)
+    f_s = torch.randn(5, 2, 3, 4, 4, generator=g).to(torch.float16)
+    seen = []
+
+    def warp(f, x_s, x_d):
+        seen.append(f.clone())
+        return torch.zeros(len(f), 2, 4, 4)
+
+    nets = SimpleNamespace(runners={"stitch": lambda x_s, x_d: x_d, "warp": warp,
+                                    "decoder": lambda feat: torch.zeros(len(feat), 3, 8, 8)})
+    info = {k: np.zeros((5, d), np.float32) for k, d in
+            (("kp", 63), ("pitch", 66), ("yaw", 66), ("roll", 66), ("t", 3), ("exp", 63))}
+    info["scale"] = np.ones((5, 1), np.float32)
+    renderer = ditto_render.CropRenderer(nets, SimpleNamespace(f_s=f_s, info=info), torch.device("cpu"),
+                                         torch.float32)
+    batches = [np.array([4, 0, 2, 2]), np.array([1]), np.array([1, 2, 3]), np.array([3, 1, 0])]
+    for src in batches:
+        renderer(src, np.zeros((len(src), 21, 3), np.float32))
+    assert len(seen) == len(batches)
+    for src, got in zip(batches, seen):
+        assert got.dtype == torch.float16 and torch.equal(got, f_s[torch.as_tensor(src)])
