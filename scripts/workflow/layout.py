@@ -12,7 +12,7 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from engines.common.model_downloads import FAMILIES, LOADERS, NONE_CHOICES  # noqa: E402
 
@@ -75,7 +75,7 @@ ROW_BREAKS: dict[str, tuple[int, ...]] = {
     "wardrobe_minimax_h3": (2, 3, 4),
 }
 
-API_DIR = Path(__file__).resolve().parent.parent / "workflows" / "api"
+API_DIR = Path(__file__).resolve().parents[2] / "workflows" / "api"
 
 
 def model_commands(stem: str) -> list[str]:
