@@ -156,7 +156,13 @@ class BroadcastQC(io.ComfyNode):
             raise InputError("video", "a VIDEO (Broadcast Export Video's output) or IMAGE frames + AUDIO",
                              "nothing connected", "Connect the exported video to 'video'.")
         if captions is not None:
-            caption_checks.add_to_qc(result, caption_checks.check_captions(captions, _file_of(video)))
+            path = _file_of(video)
+            words = None
+            if path is not None and whisper_model != WHISPER_NONE:
+                # the captions' start error against Whisper's word times in the written file
+                words = caption_checks.asr_words(path, load_whisper(whisper_model), language.strip() or None,
+                                                 comfy_bridge.progress)
+            caption_checks.add_to_qc(result, caption_checks.check_captions(captions, path, words=words))
         log.info("Broadcast QC: %s%s", result.verdict, f" ({', '.join(result.failed)})" if result.failed else "")
         sheet = torch.from_numpy(result.sheet.astype(np.float32) / 255.0)[None]
         ui_dict = dict(ui.PreviewImage(sheet, cls=cls).as_dict())

@@ -41,25 +41,47 @@ def _check(status, value, limit, standard, detail, events=()) -> dict:
             "standard": standard, "detail": detail, "events": [[round(a, 3), round(b, 3)] for a, b in events][:20]}
 
 
-def speech_levels(path) -> np.ndarray:
-    """dBFS of every 10 ms of the file's audio (mono mix, 16 kHz), decoded frame by frame."""
+def _mono_16k(path):
+    """The file's audio as mono float32 blocks at 16 kHz, decoded frame by frame (nothing if it has no audio)."""
     import av
 
-    levels, carry = [], np.zeros(0, np.float32)
-    step = int(16000 * FRAME_S)
     with av.open(str(path)) as container:
         if not container.streams.audio:
-            return np.zeros(0)
+            return
         resampler = av.AudioResampler(format="flt", layout="mono", rate=16000)
         for frame in container.decode(audio=0):
             for out in resampler.resample(frame):
-                carry = np.concatenate([carry, out.to_ndarray().reshape(-1)])
-                n = carry.size // step
-                if n:
-                    block = carry[:n * step].reshape(n, step)
-                    levels.append(10 * np.log10(np.mean(block.astype(np.float64) ** 2, axis=1) + 1e-12))
-                    carry = carry[n * step:]
+                yield out.to_ndarray().reshape(-1)
+
+
+def speech_levels(path) -> np.ndarray:
+    """dBFS of every 10 ms of the file's audio (mono mix, 16 kHz), decoded frame by frame."""
+    levels, carry = [], np.zeros(0, np.float32)
+    step = int(16000 * FRAME_S)
+    for block in _mono_16k(path):
+        carry = np.concatenate([carry, block])
+        n = carry.size // step
+        if n:
+            frames = carry[:n * step].reshape(n, step)
+            levels.append(10 * np.log10(np.mean(frames.astype(np.float64) ** 2, axis=1) + 1e-12))
+            carry = carry[n * step:]
     return np.concatenate(levels) if levels else np.zeros(0)
+
+
+def asr_words(path, whisper, language: Optional[str] = None, progress_for=None) -> Optional[list]:
+    """Whisper's ``(start, end, word)`` over the file's audio, for the start-error check; None when the model gives
+    no word times (no ``alignment_heads`` in its generation config: the check is then skipped, not failed).
+    ``progress_for(total)``: a progress (and cancel) reporter for that many Whisper windows."""
+    from .refine import WINDOW_S, whisper_words
+
+    if not getattr(whisper.model.generation_config, "alignment_heads", None):
+        return None
+    blocks = list(_mono_16k(path))
+    if not blocks:
+        return None
+    samples = np.concatenate(blocks)
+    windows = int(samples.size / 16000 // WINDOW_S) + 1
+    return whisper_words(whisper, samples, 16000, language, progress_for(windows) if progress_for else None)
 
 
 def read_cues(path, stream: str = "subtitles") -> tuple:
@@ -172,7 +194,7 @@ def _tracks(plan, video: Path) -> dict:
 def _start_error(cues, words, fps: float) -> dict:
     if not words:
         return _check(SKIP, None, "", "Netflix timed text: within 3 frames of the audio",
-                      "no ASR word times (select a Whisper model)")
+                      "no ASR word times (select a Whisper model with word times: alignment_heads)")
     starts = np.array([w[0] for w in words], dtype=np.float64)
     errors, late = [], []
     for c in cues:

@@ -105,3 +105,40 @@ def test_start_error_against_asr_word_times(clip):
     assert check_captions(plan, path, words=words)["checks"]["caption_start_error"]["status"] == "pass"
     late = [(a + 0.5, a + 0.8, "w") for a in onsets]
     assert check_captions(plan, path, words=late)["checks"]["caption_start_error"]["status"] == "fail"
+
+
+def test_asr_words_read_the_written_file_and_feed_the_start_error(clip, tmp_path):
+    """Broadcast QC's caption start error gets Whisper's word times from the written file's own audio track: the
+    tiny random Whisper hears no real words, so the oracle is the plumbing (words inside the file's duration, in time
+    order; the check's value is the largest distance from a caption start to its nearest word start, computed here
+    independently), and a model without word times skips the check instead of failing it."""
+    import json
+
+    from engines.captions.check import asr_words
+    from engines.omnivoice import asr
+    from tests.fixtures.tiny_whisper import build_tiny_whisper
+
+    plan, path, t = clip
+    plain = build_tiny_whisper(tmp_path / "plain")
+    aligned = build_tiny_whisper(tmp_path / "aligned")
+    config = json.loads((aligned / "generation_config.json").read_text())
+    config["alignment_heads"] = [[0, 0], [0, 1]]
+    (aligned / "generation_config.json").write_text(json.dumps(config))
+
+    assert asr_words(path, asr.load_whisper(plain)) is None
+    steps = []
+
+    class Counter:
+        def __init__(self, total):
+            steps.append(total)
+
+        def step(self):
+            steps.append("step")
+
+    words = asr_words(path, asr.load_whisper(aligned), "en", Counter)
+    assert words and steps[0] == int(t.duration // 30) + 1 and steps.count("step") == steps[0]
+    starts = [w[0] for w in words]
+    assert starts == sorted(starts) and all(0 <= a <= b <= t.duration + 0.1 for a, b, _ in words)
+    check = check_captions(plan, path, words=words)["checks"]["caption_start_error"]
+    expected = max(min(abs(c.start - s) for s in starts) for c in plan.cues)
+    assert check["status"] in ("pass", "fail") and abs(check["value"] - expected) < 1e-3
