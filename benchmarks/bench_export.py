@@ -44,6 +44,7 @@ import torch
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from benchmarks.proc_memory import reset_peak, status_mib  # noqa: E402
 from engines.export import AudioTrack, EncodeSettings, VideoWriter  # noqa: E402
 
 W, H, FPS, RATE = 1080, 1920, 24, 48000
@@ -149,24 +150,6 @@ def pipe_two_pass(images, audio, out: Path, ffmpeg: str):
 
 
 # -- memory (run in a fresh subprocess per length) ------------------------------------------------------------------
-def status_mib(field: str) -> float:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) / 1024
-    raise RuntimeError(f"{field} not in /proc/self/status")
-
-
-def reset_peak() -> bool:
-    """Reset the kernel's peak-RSS mark (VmHWM) so it covers only what follows (Linux >= 4.0)."""
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        return True
-    except OSError:
-        return False
-
-
 def memory_child(n: int, out: Path) -> dict:
     rng = np.random.default_rng(1)
     yy, xx = np.mgrid[0:H, 0:W].astype(np.float32)

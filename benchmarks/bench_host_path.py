@@ -40,6 +40,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.proc_memory import reset_peak, status_mib  # noqa: E402
 from engines.common.frames import ByteFrames  # noqa: E402
 from engines.ditto import render as ditto_engine  # noqa: E402
 from engines.ditto.putback import footprint  # noqa: E402
@@ -53,25 +54,6 @@ LOOP = 8                                 # loop frames (uint8, as the cached loo
 BATCH = 8                                # frames per network call / chunk
 FPS = 25.0
 GOALS = {"musetalk": 1.5, "ditto": 2.0}
-
-
-# -- memory ------------------------------------------------------------------------------------------------------------
-def _status_mib(field: str) -> float:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
-
-
-def _reset_peak() -> bool:
-    """Reset the kernel's peak-RSS mark (VmHWM) to the current RSS (Linux >= 4.0)."""
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        return True
-    except OSError:
-        return False
 
 
 # -- the sink: what the encoder takes ----------------------------------------------------------------------------------
@@ -213,15 +195,15 @@ def memory_child(family: str, height: int, width: int, frames: int, device: str)
     case = make(height, width, device)
     sink = HostRGB(8)
     render(case, BATCH, device, sink)
-    start = _status_mib("VmRSS")
-    if not _reset_peak():
+    start = status_mib("VmRSS")
+    if not reset_peak():
         return {"growth_mib": float("nan"), "gpu_peak_mib": None}
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     render(case, frames, device, sink)
     sink.close()
     gpu = torch.cuda.max_memory_allocated(device) / 2**20 if device.type == "cuda" else None
-    return {"growth_mib": _status_mib("VmHWM") - start, "gpu_peak_mib": gpu}
+    return {"growth_mib": status_mib("VmHWM") - start, "gpu_peak_mib": gpu}
 
 
 def _memory(family: str, height: int, width: int, frames: int, device: torch.device) -> dict:
