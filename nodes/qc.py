@@ -85,7 +85,7 @@ class BroadcastQC(io.ComfyNode):
                                display_name="delivery_profile",
                                tooltip=delivery.tooltip("target_lufs, loudness_tolerance_lu and "
                                                         "max_true_peak_dbtp below") +
-                                       "\nPick the same profile as the Audio Master that made the sound."),
+                                       "\nNot used when 'delivery' is linked from the Audio Master that made the sound."),
                 io.Combo.Input("channel_layout", options=list(LAYOUTS), default="mono_or_stereo",
                                tooltip="Required audio layout (EBU R128 meters mono and stereo alike)."),
                 *_threshold_inputs(),
@@ -99,6 +99,11 @@ class BroadcastQC(io.ComfyNode):
                                        "otherwise the check is inconclusive (too little speech, no visible mouth, "
                                        "no significant correlation) and never fails the clip."),
                 # Links last: the editor lists required inputs before optional ones, so this keeps one order.
+                io.String.Input("delivery", optional=True, force_input=True,
+                                tooltip="Broadcast Audio Master's 'delivery' output: when linked, loudness and true "
+                                        "peak are checked against what the master was set to (its profile, or its "
+                                        "custom target and ceiling with this node's tolerance), and this node's "
+                                        "delivery_profile is not used. The profile is then chosen once."),
                 io.Video.Input("video", optional=True,
                                tooltip="The exported clip (Broadcast Export Video's 'video'). Streamed from its "
                                        "file, never loaded whole."),
@@ -138,7 +143,10 @@ class BroadcastQC(io.ComfyNode):
     @classmethod
     def execute(cls, fps, expected_text, whisper_model, language, loudness_preset, channel_layout, video=None,
                 images=None, audio=None, captions=None, lipsync_tolerance=lipsync.DEFAULT_TOLERANCE,
-                **thresholds) -> io.NodeOutput:
+                delivery=None, **thresholds) -> io.NodeOutput:
+        if delivery is not None:  # the master's choice wins over this node's combo: one profile per graph
+            loudness_preset, figures = _delivery_handoff(delivery)
+            thresholds.update(figures)
         limits = QCLimits.from_values({**thresholds, "channel_layout": channel_layout, "language": language.strip(),
                                        "lipsync_tolerance": lipsync_tolerance}, loudness_preset)
         transcribe = _transcriber(whisper_model, language) if expected_text.strip() else None
@@ -183,6 +191,11 @@ class BroadcastQC(io.ComfyNode):
                              comfy_bridge.progress(int(parts.images.shape[0])))
         source = video.get_stream_source()
         return qc_file(source, limits, expected_text, transcribe, comfy_bridge.progress(1), "video")
+
+
+def _delivery_handoff(text):
+    # Module level: inside execute the input named 'delivery' (its id, as Audio Master's output) hides the module.
+    return delivery.from_handoff(text, "delivery")
 
 
 def _file_of(video):

@@ -151,7 +151,7 @@ class BroadcastAudioMaster(io.ComfyNode):
                 io.Combo.Input("delivery_profile", options=list(delivery.CHOICES), default=delivery.CUSTOM,
                                optional=True,
                                tooltip=delivery.tooltip("target_lufs and ceiling_dbtp above") +
-                                       "\nPick the same profile in Broadcast QC."),
+                                       "\nLink the 'delivery' output to Broadcast QC so it checks the same."),
                 io.Float.Input("codec_headroom_db", default=d.codec_headroom_db, min=0.0, max=6.0, step=0.1,
                                optional=True,
                                tooltip="The limiter holds this far under the ceiling, for the AAC encode that "
@@ -166,7 +166,11 @@ class BroadcastAudioMaster(io.ComfyNode):
                                              "the limiter; NaN with the loudness stage off."),
                      io.Float.Output("true_peak_dbtp", display_name="true_peak_dbtp",
                                      tooltip="True peak of the output (>= 192 kHz over-sampled, first batch "
-                                             "item).")],
+                                             "item)."),
+                     io.String.Output("delivery", display_name="delivery",
+                                      tooltip="The delivery this audio was mastered to (profile, or the custom "
+                                              "target and ceiling): link it to Broadcast QC's 'delivery' so QC "
+                                              "checks against the same figures and the profile is set once.")],
         )
 
     @classmethod
@@ -200,6 +204,7 @@ class BroadcastAudioMaster(io.ComfyNode):
         return io.NodeOutput(mastered, make_audio(mono16, LIPSYNC_RATE),
                              json.dumps(reports[0] if len(reports) == 1 else reports, indent=1),
                              reports[0]["output_lufs"], reports[0]["output_true_peak_db"],
+                             delivery.handoff(delivery_profile, target_lufs, ceiling_dbtp),
                              ui={**ui.PreviewAudio(mastered, cls=cls).as_dict(), "text": summary})
 
 

@@ -17,6 +17,7 @@ BS.1770 measures both (LUFS = LKFS).
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Optional
 
@@ -77,3 +78,26 @@ def tooltip(custom_means: str) -> str:
     lines = [f"- {p.describe()}" for p in PROFILES.values()]
     return "Delivery profile (loudness target, tolerance, true-peak ceiling; BS.1770 measures all):\n" + \
         "\n".join(lines) + f"\n- custom: {custom_means}"
+
+
+def handoff(name: str, target_lufs: float, max_true_peak_dbtp: float) -> str:
+    """What Audio Master hands Broadcast QC (its `delivery` output, a short JSON text): the profile it mastered to
+    and, for custom, its own target and ceiling, so a graph sets the delivery once, on the master."""
+    name = canonical(name)
+    chosen = {"profile": name}
+    if name == CUSTOM:
+        chosen.update(target_lufs=float(target_lufs), max_true_peak_dbtp=float(max_true_peak_dbtp))
+    return json.dumps(chosen)
+
+
+def from_handoff(text: str, input_name: str = "delivery") -> tuple[str, dict]:
+    """(profile name, custom figures) from `handoff`'s text; anything else is refused by name."""
+    expected = "Broadcast Audio Master's 'delivery' output"
+    try:
+        chosen = json.loads(text)
+        name = canonical(chosen["profile"], input_name)
+        figures = {k: float(chosen[k]) for k in ("target_lufs", "max_true_peak_dbtp")} if name == CUSTOM else {}
+    except (ValueError, TypeError, KeyError) as exc:
+        raise InputError(input_name, expected, repr(text)[:80],
+                         "Link Audio Master's 'delivery' output here, or leave it unlinked.") from exc
+    return name, figures

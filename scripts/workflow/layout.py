@@ -133,8 +133,8 @@ NOTES: dict[str, str] = {
         "Captions: Captions turns Speak's timing into SRT + WebVTT files beside the MP4 (<name>.<lang>.srt/.vtt) "
         "and a subtitle track inside it, showing the script as written (figures, currency); profile sets the "
         "broadcast rules (42 chars x 2 lines...); burn_in on draws them onto the picture too.\n"
-        "Delivery: Audio Master and Broadcast QC share one delivery profile (streaming: -14 LUFS, -1 dBTP); for "
-        "EBU R128, ATSC A/85 or podcast pick it in both.\n"
+        "Delivery: pick the profile once, in Audio Master (streaming: -14 LUFS, -1 dBTP; or EBU R128, ATSC "
+        "A/85, podcast); its 'delivery' link makes Broadcast QC check the same figures.\n"
         "Time on a GPU: about 1x real time; on a CPU much longer."),
     "broadcast_ditto": (
         "THE BROADCAST (Ditto): news script + cloned voice + presenter loop -> one MP4, whole-head motion.\n\n"
@@ -149,8 +149,8 @@ NOTES: dict[str, str] = {
         "Captions: Captions turns Speak's timing into SRT + WebVTT files beside the MP4 (<name>.<lang>.srt/.vtt) "
         "and a subtitle track inside it, showing the script as written (figures, currency); profile sets the "
         "broadcast rules (42 chars x 2 lines...); burn_in on draws them onto the picture too.\n"
-        "Delivery: Audio Master and Broadcast QC share one delivery profile (streaming: -14 LUFS, -1 dBTP); for "
-        "EBU R128, ATSC A/85 or podcast pick it in both.\n"
+        "Delivery: pick the profile once, in Audio Master (streaming: -14 LUFS, -1 dBTP; or EBU R128, ATSC "
+        "A/85, podcast); its 'delivery' link makes Broadcast QC check the same figures.\n"
         "Time on a GPU: about real time; on a CPU much longer."),
     "broadcast_wardrobe": (
         "THE BROADCAST WITH A WARDROBE SWAP: re-dress the presenter loop (Wan 2.1 VACE), then lip-sync the new loop "
@@ -167,8 +167,8 @@ NOTES: dict[str, str] = {
         "Captions: Captions turns Speak's timing into SRT + WebVTT files beside the MP4 (<name>.<lang>.srt/.vtt) "
         "and a subtitle track inside it, showing the script as written (figures, currency); profile sets the "
         "broadcast rules (42 chars x 2 lines...); burn_in on draws them onto the picture too.\n"
-        "Delivery: Audio Master and Broadcast QC share one delivery profile (streaming: -14 LUFS, -1 dBTP); for "
-        "EBU R128, ATSC A/85 or podcast pick it in both.\n"
+        "Delivery: pick the profile once, in Audio Master (streaming: -14 LUFS, -1 dBTP; or EBU R128, ATSC "
+        "A/85, podcast); its 'delivery' link makes Broadcast QC check the same figures.\n"
         "Time: the swap takes minutes per second of loop on a large GPU; it is done once per loop."),
     "wardrobe_core_sam3_masks": (
         "Garment and hands masks with core's SAM3 video tracker, stored in the pack's mask cache for the swaps.\n\n"

@@ -137,17 +137,19 @@ def test_batch_runner_records_each_verdict_and_exits_non_zero_on_a_fail(comfy, c
 
 @pytest.mark.parametrize("profile, target, ceiling", [("ATSC A/85", -24.0, -2.0), ("EBU R128", -23.0, -1.0)])
 def test_one_delivery_profile_drives_the_master_and_the_check(comfy, clips, profile, target, ceiling):
-    """Audio Master and QC set to the same profile: the master lands on the profile's target (its own target_lufs
-    widget says -14 and is overridden), and QC of the exported AAC passes loudness and true peak against the same
-    profile; checked against another profile, the same file fails loudness."""
+    """The profile is set once, on Audio Master, whose 'delivery' output is linked to QC (QC's own combo says
+    streaming and is not used): the master lands on the profile's target (its own target_lufs widget says -14 and is
+    overridden), and QC of the exported AAC passes loudness and true peak against the same profile; checked
+    against another profile (the link removed), the same file fails loudness."""
     master = {"class_type": "BroadcastAudioMaster", "inputs": {
         "audio": ["1", 1], "lowpass": True, "lowpass_hz": 9600.0, "deess": True, "deess_threshold": 0.045,
         "deess_max_db": 7.0, "terminal_s": True, "loudness": True, "target_lufs": -14.0, "limit": True,
         "ceiling_dbtp": -1.0, "highpass": True, "highpass_hz": 60.0, "delivery_profile": profile,
         "codec_headroom_db": 0.5}}
-    graph = export_then_qc(clips["clean"], loudness_preset=profile)
+    graph = export_then_qc(clips["clean"], loudness_preset="streaming")
     graph["4"] = master
     graph["2"]["inputs"]["audio"] = ["4", 0]
+    graph["3"]["inputs"]["delivery"] = ["4", 5]
     entry = comfy.run(graph)
     report = entry["outputs"]["3"]["broadcast_qc"][0]["report"]
     checks = report["checks"]

@@ -195,16 +195,31 @@ def test_sheet_is_an_image_with_the_verdict_colour(clean, clips):
 
 
 @pytest.mark.parametrize("name", ["broadcast_musetalk", "broadcast_ditto", "broadcast_wardrobe"])
-def test_shipped_broadcasts_master_and_check_against_one_delivery_profile(name):
+def test_shipped_broadcasts_set_the_delivery_profile_once(name):
+    """The profile is chosen on Audio Master alone: its 'delivery' output (the 6th, after audio, audio_16k, report,
+    lufs and true_peak_dbtp) is linked to Broadcast QC's 'delivery', so QC's own combo is not used."""
     import json
     from pathlib import Path
 
     from engines.common import delivery
 
     graph = json.loads((Path(__file__).resolve().parents[2] / "workflows" / "api" / f"{name}.api.json").read_text())
-    masters = [n["inputs"] for n in graph.values() if n["class_type"] == "BroadcastAudioMaster"]
+    masters = {k: n["inputs"] for k, n in graph.items() if n["class_type"] == "BroadcastAudioMaster"}
     checks = [n["inputs"] for n in graph.values() if n["class_type"] == "BroadcastQC"]
-    assert masters and checks
-    chosen = {delivery.canonical(m["delivery_profile"]) for m in masters} | \
-        {delivery.canonical(q["loudness_preset"]) for q in checks}
-    assert len(chosen) == 1 and delivery.CUSTOM not in chosen, chosen
+    assert len(masters) == 1 and checks
+    (master_id, master), = masters.items()
+    assert delivery.canonical(master["delivery_profile"]) != delivery.CUSTOM
+    assert all(q.get("delivery") == [master_id, 5] for q in checks), [q.get("delivery") for q in checks]
+
+
+def test_the_delivery_handoff_carries_the_profile_or_the_custom_figures():
+    from engines.common import delivery
+
+    assert delivery.from_handoff(delivery.handoff("ATSC A/85", -14.0, -1.0)) == ("ATSC A/85", {})
+    assert delivery.from_handoff(delivery.handoff("broadcast -23 LUFS (EBU R128)", 0, 0)) == ("EBU R128", {})
+    assert delivery.from_handoff(delivery.handoff("custom", -20.5, -3.0)) == (
+        "custom", {"target_lufs": -20.5, "max_true_peak_dbtp": -3.0})
+    for bad in ("", "streaming", '{"profile": "loud"}', '{"profile": "custom"}', "[1]"):
+        with pytest.raises(InputError, match="delivery: expected Broadcast Audio Master's 'delivery' output|"
+                                             "delivery: expected one of"):
+            delivery.from_handoff(bad)
