@@ -37,8 +37,7 @@ ALLOWED: dict[str, dict[tuple[str, str, str], str]] = {
     },
     'broadcast_ditto': {
         ('Audio Master.audio', 'Ditto Render.audio', 'Captions'): LATER_ROW,
-        ('News Script.prepared_text', 'BroadcastQC.expected_text', 'Anchor Voice'): LATER_ROW,
-        ('News Script.prepared_text', 'BroadcastQC.expected_text', 'Speak'): LATER_ROW,
+        ('Speak.caption_timing', 'Captions.caption_timing', 'Audio Master'): NO_BETTER_PLACE,
     },
     'tts_dialogue': {
         ('OmniVoice.omnivoice_model', 'Dialogue.omnivoice_model', 'Voice A (saved)'): TWO_CONSUMERS,
@@ -66,9 +65,9 @@ ALLOWED: dict[str, dict[tuple[str, str, str], str]] = {
         ('Subject Crop.frame_count', 'Trim Padding.length', 'Mask Shield'): LATER_ROW,
         ('Presenter Loop.fps', 'MuseTalk Avatar.fps', 'SAM3 Garment And Hands'): LATER_ROW,
         ('Presenter Loop.fps', 'MuseTalk Avatar.fps', 'Negative'): LATER_ROW,
-        ('Presenter Loop.fps', 'MuseTalk Avatar.fps', 'Anchor Voice'): LATER_ROW,
-        ('Presenter Loop.fps', 'Captions.fps', 'WanVaceToVideo'): LATER_ROW,
-        ('News Script.prepared_text', 'BroadcastQC.expected_text', 'Anchor Voice'): LATER_ROW,
+        ('Presenter Loop.fps', 'MuseTalk Avatar.fps', 'Voice Clip'): LATER_ROW,
+        ('Presenter Loop.fps', 'MuseTalk Avatar.fps', 'MuseTalk Loader'): LATER_ROW,
+        ('Presenter Loop.fps', 'Captions.fps', 'Wan VAE'): LATER_ROW,
     },
     'wardrobe_minimax_h3': {
         ('Subject Crop.width', 'H3 Reference to Video.width', 'H3 Prompt Cache'): LATER_ROW,
