@@ -213,5 +213,9 @@ def add_to_qc(result, report: dict) -> None:
     result.failed = list(result.failed) + report["failed"]
     result.verdict = "fail" if result.failed else "pass"
     result.report["verdict"], result.report["failed"] = result.verdict, result.failed
-    lines = [f"{name}: {c['status']} - {c['detail']}" for name, c in report["checks"].items()]
-    result.text = result.text + "\n" + "\n".join(lines)
+    # The text's first line carries the verdict: rewritten, so a failing caption check shows there too.
+    _, _, rest = result.text.partition("\n")
+    head = f"Broadcast QC: {result.verdict.upper()}" + (f" ({', '.join(result.failed)})" if result.failed else "")
+    lines = [f"{c['status'].upper():4}  {name}: {c['detail']} [limit {c['limit']}; {c['standard']}]"
+             for name, c in report["checks"].items()]
+    result.text = "\n".join([head, rest, *lines])

@@ -142,3 +142,23 @@ def test_asr_words_read_the_written_file_and_feed_the_start_error(clip, tmp_path
     check = check_captions(plan, path, words=words)["checks"]["caption_start_error"]
     expected = max(min(abs(c.start - s) for s in starts) for c in plan.cues)
     assert check["status"] in ("pass", "fail") and abs(check["value"] - expected) < 1e-3
+
+
+def test_a_failing_caption_check_turns_the_qc_verdict_and_its_first_line(clip):
+    """Broadcast QC's text starts with its verdict (what the node shows and the e2e test reads): a caption check
+    that fails must change that line, not only the verdict field."""
+    import numpy as np
+
+    from engines.captions.check import add_to_qc
+    from engines.qc.run import QCResult
+
+    plan, path, _ = clip
+    result = QCResult("pass", [], {"verdict": "pass", "failed": [], "checks": {}},
+                      "Broadcast QC: PASS\nclip.mp4: 48x32 at 25 fps, 3.00 s\nPASS  clipping: none", np.zeros((1, 1, 3)))
+    report = check_captions(plan, path, words=[(50.0, 50.2, "w")])          # every start far from any word
+    assert report["failed"] == ["caption_start_error"]
+    add_to_qc(result, report)
+    lines = result.text.splitlines()
+    assert lines[0] == "Broadcast QC: FAIL (caption_start_error)" and result.verdict == "fail"
+    assert lines[1].startswith("clip.mp4") and "PASS  clipping: none" in lines
+    assert any(line.startswith("FAIL  caption_start_error:") and "[limit" in line for line in lines)
