@@ -314,7 +314,9 @@ def test_dropped_connections_at_every_step_run_each_job_once(comfy, tmp_path):
     from scripts.sample_clip import SAMPLE_NAME, make_sample_clip
     from tests.fixtures.fault_proxy import Cut, FaultProxy
 
-    clip = make_sample_clip(tmp_path / "clip" / SAMPLE_NAME, seconds=2.0)
+    # The runner uploads the clip into the session server's input folder under SAMPLE_NAME: the default clip (the
+    # one other modules' tests expect to find there), not a shorter one.
+    clip = make_sample_clip(tmp_path / "clip" / SAMPLE_NAME)
     jobs = 4
     batch = tmp_path / "faults.jsonl"
     batch.write_text("".join(json.dumps({"name": f"cut-{i}", "workflow": str(WORKFLOW),
