@@ -150,8 +150,14 @@ class BroadcastQC(io.ComfyNode):
         limits = QCLimits.from_values({**thresholds, "channel_layout": channel_layout, "language": language.strip(),
                                        "lipsync_tolerance": lipsync_tolerance}, loudness_preset)
         transcribe = _transcriber(whisper_model, language) if expected_text.strip() else None
+        caption_report = None
+        if captions is not None:  # measured first: the caption checks join the verdict, the text and the sheet
+            path = _file_of(video)
+            whisper = load_whisper(whisper_model) if path is not None and whisper_model != WHISPER_NONE else None
+            caption_report = caption_checks.for_qc(captions, path, whisper, language.strip() or None,
+                                                   comfy_bridge.progress)
         if video is not None:
-            result = cls._video(video, limits, expected_text, transcribe)
+            result = cls._video(video, limits, expected_text, transcribe, caption_report)
         elif images is not None:
             images = check_image_batch(images, "images")
             track = None
@@ -159,18 +165,10 @@ class BroadcastQC(io.ComfyNode):
                 wave, sr = check_audio(audio, "audio")
                 track = (wave[0].numpy(), sr)
             result = qc_frames(images, float(fps), track, limits, expected_text, transcribe,
-                               comfy_bridge.progress(int(images.shape[0])))
+                               comfy_bridge.progress(int(images.shape[0])), caption_report)
         else:
             raise InputError("video", "a VIDEO (Broadcast Export Video's output) or IMAGE frames + AUDIO",
                              "nothing connected", "Connect the exported video to 'video'.")
-        if captions is not None:
-            path = _file_of(video)
-            words = None
-            if path is not None and whisper_model != WHISPER_NONE:
-                # the captions' start error against Whisper's word times in the written file
-                words = caption_checks.asr_words(path, load_whisper(whisper_model), language.strip() or None,
-                                                 comfy_bridge.progress)
-            caption_checks.add_to_qc(result, caption_checks.check_captions(captions, path, words=words))
         log.info("Broadcast QC: %s%s", result.verdict, f" ({', '.join(result.failed)})" if result.failed else "")
         sheet = torch.from_numpy(result.sheet.astype(np.float32) / 255.0)[None]
         ui_dict = dict(ui.PreviewImage(sheet, cls=cls).as_dict())
@@ -180,7 +178,7 @@ class BroadcastQC(io.ComfyNode):
                              json.dumps(result.report, indent=1), sheet, ui=ui_dict)
 
     @staticmethod
-    def _video(video, limits, expected_text, transcribe):
+    def _video(video, limits, expected_text, transcribe, more_checks):
         if isinstance(video, InputImpl.VideoFromComponents):
             parts = video.get_components()
             track = None
@@ -188,9 +186,9 @@ class BroadcastQC(io.ComfyNode):
                 wave, sr = check_audio(parts.audio, "video")
                 track = (wave[0].numpy(), sr)
             return qc_frames(parts.images, float(parts.frame_rate), track, limits, expected_text, transcribe,
-                             comfy_bridge.progress(int(parts.images.shape[0])))
+                             comfy_bridge.progress(int(parts.images.shape[0])), more_checks)
         source = video.get_stream_source()
-        return qc_file(source, limits, expected_text, transcribe, comfy_bridge.progress(1), "video")
+        return qc_file(source, limits, expected_text, transcribe, comfy_bridge.progress(1), "video", more_checks)
 
 
 def _delivery_handoff(text):

@@ -207,15 +207,12 @@ def _start_error(cues, words, fps: float) -> dict:
                   f"largest start error {worst * 1000:.0f} ms over {len(cues)} captions", late)
 
 
-def add_to_qc(result, report: dict) -> None:
-    """Merge caption checks into a Broadcast QC result (verdict, failed list, report, text)."""
-    result.report.setdefault("checks", {}).update(report["checks"])
-    result.failed = list(result.failed) + report["failed"]
-    result.verdict = "fail" if result.failed else "pass"
-    result.report["verdict"], result.report["failed"] = result.verdict, result.failed
-    # The text's first line carries the verdict: rewritten, so a failing caption check shows there too.
-    _, _, rest = result.text.partition("\n")
-    head = f"Broadcast QC: {result.verdict.upper()}" + (f" ({', '.join(result.failed)})" if result.failed else "")
-    lines = [f"{c['status'].upper():4}  {name}: {c['detail']} [limit {c['limit']}; {c['standard']}]"
-             for name, c in report["checks"].items()]
-    result.text = "\n".join([head, rest, *lines])
+def for_qc(plan, video: Optional[Path], whisper=None, language: Optional[str] = None, progress_for=None) -> dict:
+    """The caption checks Broadcast QC adds to its verdict, in its report's shape (``{name: check}``): `plan`
+    against the written file `video` (None: a clip given as frames, so only the plan's own limits are checked) and,
+    with a `whisper` model (`engines.omnivoice.asr.load_whisper`) and the file, against Whisper's word times in it.
+    ``progress_for(total)``: a progress (and cancel) reporter for the Whisper windows."""
+    words = None
+    if whisper is not None and video is not None:
+        words = asr_words(video, whisper, language, progress_for)
+    return check_captions(plan, video, words=words)["checks"]

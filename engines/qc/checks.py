@@ -46,6 +46,14 @@ class Check:
                 "detail": self.detail,
                 "events": [[round(a, 3), round(b, 3)] for a, b in self.events[:MAX_EVENTS]]}
 
+    @classmethod
+    def from_report(cls, name: str, entry: dict) -> "Check":
+        """A check measured elsewhere, given in the report's shape (`as_dict`'s keys)."""
+        value = entry.get("value")
+        return cls(name, entry["status"], None if value is None else float(value), str(entry.get("limit", "")),
+                   str(entry.get("standard", "")), str(entry.get("detail", "")),
+                   [(float(a), float(b)) for a, b in entry.get("events", ())])
+
 
 def runs(flags: np.ndarray) -> list[tuple[int, int]]:
     """[start, end) index pairs of the True runs of a boolean array."""

@@ -3,6 +3,10 @@
     result = qc_file("clip.mp4", QCLimits(), expected_text="Good evening.")
     result.verdict, result.failed, result.report["checks"]["lip_sync"], result.sheet   # sheet: uint8 [H, W, 3]
 
+`more_checks`: checks measured elsewhere, in the report's shape (``{name: {"status", "value", "limit", "standard",
+"detail", "events"}}``, e.g. `engines.captions.check.for_qc`); they join the verdict, the report, the text and the
+sheet like the QC's own, so the sheet's banner and the text's first line always agree with the verdict.
+
 `result.contract()` is what the node puts under `broadcast_qc` in its UI output for the batch runner:
 `{"verdict": "pass"|"fail", "failed": [check names], "report": {...}}`.
 """
@@ -10,7 +14,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Callable, Mapping, Optional
 
 import numpy as np
 
@@ -35,31 +39,35 @@ class QCResult:
 
 
 def qc_file(path, limits: QCLimits, expected_text: str = "", transcribe: Optional[Transcriber] = None,
-            progress: Optional[Progress] = None, input_name: str = "video") -> QCResult:
+            progress: Optional[Progress] = None, input_name: str = "video",
+            more_checks: Optional[Mapping[str, dict]] = None) -> QCResult:
     t0 = time.perf_counter()
     measured = source.measure_file(path, limits, keep_mono=transcribe is not None and bool(expected_text.strip()),
                                    progress=progress, input_name=input_name)
-    return evaluate(measured, limits, expected_text, transcribe, time.perf_counter() - t0)
+    return evaluate(measured, limits, expected_text, transcribe, time.perf_counter() - t0, more_checks)
 
 
 def qc_frames(images, fps: float, audio, limits: QCLimits, expected_text: str = "",
-              transcribe: Optional[Transcriber] = None, progress: Optional[Progress] = None) -> QCResult:
+              transcribe: Optional[Transcriber] = None, progress: Optional[Progress] = None,
+              more_checks: Optional[Mapping[str, dict]] = None) -> QCResult:
     """`audio`: `(samples [C, T], rate)` or None."""
     t0 = time.perf_counter()
     measured = source.measure_frames(images, fps, audio, limits,
                                      keep_mono=transcribe is not None and bool(expected_text.strip()),
                                      progress=progress)
-    return evaluate(measured, limits, expected_text, transcribe, time.perf_counter() - t0)
+    return evaluate(measured, limits, expected_text, transcribe, time.perf_counter() - t0, more_checks)
 
 
 def evaluate(measured: source.Measured, limits: QCLimits, expected_text: str = "",
-             transcribe: Optional[Transcriber] = None, measure_seconds: float = 0.0) -> QCResult:
+             transcribe: Optional[Transcriber] = None, measure_seconds: float = 0.0,
+             more_checks: Optional[Mapping[str, dict]] = None) -> QCResult:
     t0 = time.perf_counter()
     results = C.audio_checks(measured, limits) + C.picture_checks(measured, limits)
     av, sync, face = C.av_checks(measured, limits)
     results += av
     words, transcript = C.intelligibility(measured, limits, expected_text, transcribe)
     results.append(words)
+    results += [C.Check.from_report(name, entry) for name, entry in (more_checks or {}).items()]
     failed = [c.name for c in results if c.status == C.FAIL]  # skipped and inconclusive checks never fail
     verdict = "fail" if failed else "pass"
     info = measured.info

@@ -144,21 +144,42 @@ def test_asr_words_read_the_written_file_and_feed_the_start_error(clip, tmp_path
     assert check["status"] in ("pass", "fail") and abs(check["value"] - expected) < 1e-3
 
 
-def test_a_failing_caption_check_turns_the_qc_verdict_and_its_first_line(clip):
-    """Broadcast QC's text starts with its verdict (what the node shows and the e2e test reads): a caption check
-    that fails must change that line, not only the verdict field."""
-    import numpy as np
+def test_caption_checks_turn_the_qc_verdict_its_first_line_and_its_sheet(tmp_path):
+    """Broadcast QC shows its verdict in three places a user reads: the verdict, the text's first line and the
+    sheet's banner (green for pass, red for fail). Caption checks are measured outside QC (engines/captions), so a
+    caption-only failure must still turn all three: a clip that passes every picture and sound check, whose SRT
+    sidecar is edited after the export, fails on caption_tracks alone, with a red banner."""
+    from engines.captions.check import for_qc
+    from engines.qc import QCLimits, qc_file
 
-    from engines.captions.check import add_to_qc
-    from engines.qc.run import QCResult
+    t = _timing()
+    plan = plan_captions(t, LayoutSettings("standard", "en", fps=25))
+    n = int(t.duration * 25)
+    rng = np.random.default_rng(1)
+    speech = _speech(t) + rng.uniform(-1e-3, 1e-3, t.length).astype(np.float32)  # a room's floor, not digital zero
+    track = AudioTrack.from_comfy({"waveform": __import__("torch").from_numpy(speech)[None, None], "sample_rate": SR})
+    frames = rng.integers(40, 200, (n, 32, 48, 3), dtype=np.uint8)               # moving, neither black nor frozen
+    path = write_stream(tmp_path / "clip.mp4", 25, split_frames(frames, 25), audio=track,
+                        subtitles=plan.soft_subtitles()).path
+    plan.write_sidecars(path)
 
-    plan, path, _ = clip
-    result = QCResult("pass", [], {"verdict": "pass", "failed": [], "checks": {}},
-                      "Broadcast QC: PASS\nclip.mp4: 48x32 at 25 fps, 3.00 s\nPASS  clipping: none", np.zeros((1, 1, 3)))
-    report = check_captions(plan, path, words=[(50.0, 50.2, "w")])          # every start far from any word
-    assert report["failed"] == ["caption_start_error"]
-    add_to_qc(result, report)
+    def banner(result):
+        r, g, b = result.sheet[4:20, 300:460].reshape(-1, 3).mean(axis=0)
+        return "green" if g > 1.5 * r and g > 1.5 * b else "red" if r > 1.5 * g and r > 1.5 * b else "other"
+
+    limits = QCLimits()
+    plain_qc = qc_file(path, limits)
+    assert plain_qc.verdict == "pass", plain_qc.text  # the precondition: only the captions can fail it
+    captioned = qc_file(path, limits, more_checks=for_qc(plan, path))
+    assert captioned.verdict == "pass" and banner(captioned) == "green"
+    assert {"caption_tracks", "caption_speech"} <= set(captioned.report["checks"])
+
+    srt = path.with_name("clip.en.srt")
+    srt.write_text(srt.read_text(encoding="utf-8").replace("news", "nudes"), encoding="utf-8")
+    result = qc_file(path, limits, more_checks=for_qc(plan, path))
     lines = result.text.splitlines()
-    assert lines[0] == "Broadcast QC: FAIL (caption_start_error)" and result.verdict == "fail"
-    assert lines[1].startswith("clip.mp4") and "PASS  clipping: none" in lines
-    assert any(line.startswith("FAIL  caption_start_error:") and "[limit" in line for line in lines)
+    assert result.verdict == "fail" and result.failed == ["caption_tracks"]
+    assert result.report["verdict"] == "fail" and result.report["failed"] == ["caption_tracks"]
+    assert lines[0] == "Broadcast QC: FAIL (caption_tracks)" and lines[1].startswith("clip.mp4")
+    assert any(line.startswith("FAIL  caption_tracks:") and "[limit" in line for line in lines)
+    assert banner(result) == "red"
