@@ -140,12 +140,15 @@ class MissingModel:
     node: str = ""                 # the node's title (empty when not known)
     problem: str = ""              # a sentence about the folder itself (missing, or the models folder missing)
 
-    def sentences(self) -> list[str]:
+    def sentences(self, problem_said: bool = False) -> list[str]:
+        """The paragraph about this model; ``problem_said``: the folder's problem is already stated above (several
+        models share it, e.g. a missing models folder), so it is not repeated here."""
         fam = FAMILIES[self.family]
         who = f"{self.node} needs {fam.label}" if self.node else f"{fam.label} is needed"
         lines = [f"{who}, in the folder {self.folder}."]
         if self.problem:
-            lines.append(self.problem)
+            if not problem_said:
+                lines.append(self.problem)
         else:
             lines.append("Missing there: " + ", ".join(self.files) + ".")
         lines.append("Download it with:" if len(self.downloads) == 1 else "Download them with:")
@@ -215,7 +218,9 @@ def refusal(missing: Iterable[MissingModel]) -> str:
     count = len(missing)
     head = ("This workflow cannot run yet: 1 model is missing." if count == 1 else
             f"This workflow cannot run yet: {count} models are missing.")
-    paragraphs = [head] + ["\n".join(m.sentences()) for m in missing]
+    # A problem several models share (the models folder itself missing) is said once, under the head.
+    shared = [p for p in dict.fromkeys(m.problem for m in missing) if p and sum(m.problem == p for m in missing) > 1]
+    paragraphs = [head, *shared] + ["\n".join(m.sentences(m.problem in shared)) for m in missing]
     paragraphs.append(f"The `hf` command comes with {HF_HINT.split('#')[0].strip()}. Nothing is downloaded by the "
                       "pack; after downloading, press R in the editor (or restart) so the lists show the new folders.")
     return "\n\n".join(paragraphs)

@@ -108,6 +108,23 @@ def test_a_missing_models_folder_and_a_missing_family_folder_are_named_as_such(t
     assert "no folder named 'omnivoice'" in other.problem
 
 
+def test_a_missing_models_folder_is_said_once_however_many_models_it_lacks(tmp_path):
+    """Seen on a fresh machine: every model's paragraph repeated "ComfyUI's models folder ... does not exist". The
+    user's one fix (the right models folder) is stated once, under the head; each model keeps its command."""
+    roots = tmp_path / "no_models"
+    missing = [md.check_model(f, md.FAMILIES[f].default_name, [roots / md.FAMILIES[f].folder])
+               for f in ("omnivoice", "musetalk", "ditto")]
+    text = md.refusal(missing)
+    assert text.count(f"models folder {roots} does not exist") == 1
+    assert text.index("does not exist") < text.index(str(missing[0].folder))  # under the head, before the models
+    for m in missing:
+        assert all(d.command(m.folder) in text for d in m.downloads)
+    (tmp_path / "models").mkdir()  # a problem of one folder only stays in that model's paragraph
+    alone = md.check_model("omnivoice", "omnivoice", [tmp_path / "models" / "omnivoice"])
+    text = md.refusal([alone, missing[1]])
+    assert text.count("does not exist yet") == 1 and text.count("does not exist:") == 1
+
+
 def test_a_broadcast_with_no_models_lists_every_loader_once_in_one_text(tmp_path):
     prompt = json.loads((REPO_ROOT / "workflows" / "api" / "broadcast_wardrobe.api.json").read_text())
     loaders = {nid: n for nid, n in prompt.items() if n["class_type"] in md.LOADERS
