@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from engines.common.model_downloads import FAMILIES, LOADERS, NONE_CHOICES  # noqa: E402
 
 # The template browser's order, from "start here" to advanced, and the title each file is shown under: one list in
-# web/templates.json, which the editor extension (web/js/broadcast_media.js) reads to sort and title this pack's
+# web/templates.json, which the editor extension (web/js/templates.js) reads to sort and title this pack's
 # templates (the server lists them in file-system order under their file names).
 TEMPLATES_JSON = Path(__file__).resolve().parents[2] / "web" / "templates.json"
 _TEMPLATES = json.loads(TEMPLATES_JSON.read_text(encoding="utf-8"))["templates"]

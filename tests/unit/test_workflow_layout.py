@@ -111,10 +111,10 @@ def test_every_template_has_a_readable_title_the_editor_can_name_a_file_after():
 
 
 def test_the_editor_extension_reads_order_and_titles_from_the_one_list():
-    """web/js/broadcast_media.js fetches web/templates.json (the file workflow/layout.py reads), never a copy."""
+    """web/js/templates.js fetches web/templates.json (the file workflow/layout.py reads), never a copy."""
     import re
 
-    js = (REPO_ROOT / "web" / "js" / "broadcast_media.js").read_text(encoding="utf-8")
+    js = (REPO_ROOT / "web" / "js" / "templates.js").read_text(encoding="utf-8")
     assert 'new URL("../templates.json", import.meta.url)' in js
     assert spec.TEMPLATES_JSON == REPO_ROOT / "web" / "templates.json"
     assert not [stem for stem in spec.ORDER if re.search(rf'"{stem}"', js)], \
