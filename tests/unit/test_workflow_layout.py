@@ -110,6 +110,17 @@ def test_every_template_has_a_readable_title_the_editor_can_name_a_file_after():
     assert spec.TITLES[spec.ORDER[0]].startswith("Start here")
 
 
+def test_each_template_card_says_what_its_graph_makes_in_one_sentence():
+    """A description per template, not its title again, one sentence short enough for the card's two lines (about
+    38 characters each on a 270 px card of a 1280 px wide editor, both frontends; the browser test checks that
+    none is cut off)."""
+    assert set(spec.DESCRIPTIONS) == set(spec.ORDER)
+    for stem, text in spec.DESCRIPTIONS.items():
+        assert 30 <= len(text) <= 72, f"{stem}: description of {len(text)} characters: {text!r}"
+        assert text.lower() != spec.TITLES[stem].lower() and spec.TITLES[stem] not in text, f"{stem}: {text!r}"
+        assert "." not in text.rstrip(".").replace("2.1", ""), f"{stem}: more than one sentence: {text!r}"
+
+
 def test_the_editor_extension_reads_order_and_titles_from_the_one_list():
     """web/js/templates.js fetches web/templates.json (the file workflow/layout.py reads), never a copy."""
     import re
