@@ -2,6 +2,7 @@
 
     $BA_PYTHON scripts/workflow/editor.py layout [stem ...]     # workflows/<stem>.json from workflows/api/<stem>.api.json
     $BA_PYTHON scripts/workflow/editor.py thumbnails [stem ...] # workflows/<stem>.jpg (the template browser's picture)
+    $BA_PYTHON scripts/workflow/editor.py models [stem ...]     # only the `models` metadata of workflows/<stem>.json
 
 Both start a headless ComfyUI with the pack (no models needed) and drive its editor in Chromium, so what is written
 is what the editor itself makes of the graph:
@@ -12,6 +13,9 @@ is what the editor itself makes of the graph:
   or no move helps (`plan_untangled`; the curve as the editor draws it, scripts/workflow/links.py), and the best
   of a few variants is kept; the crossings left are printed (tests/unit/test_workflow_links.py lists them); a Note (what to provide, where models go, what to expect, how long) goes first. Workflows whose node
   types this core lacks keep their UI file and are only re-laid out.
+- layout and models: the `models` metadata the editor's missing-model support reads (scripts/workflow/model_links.py:
+  the pack's model folders from engines/common/model_downloads.py, core's files as core's templates list them);
+  `models` writes only that, without a browser.
 - thumbnails: each UI file is loaded, fitted into the view and the canvas is saved as a JPEG.
 Run `layout` after changing an API twin or layout.py, then `thumbnails`; the tests check both are current.
 """
@@ -28,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from scripts.workflow import layout as spec  # noqa: E402
 from scripts.workflow import links  # noqa: E402
+from scripts.workflow import model_links  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TEMPLATES = REPO_ROOT / "workflows"
@@ -370,12 +375,23 @@ def layout(stems: list[str]) -> None:
             for node in wf["nodes"]:
                 if str(node["id"]) in where:
                     node["pos"], node["size"] = where[str(node["id"])]["pos"], where[str(node["id"])]["size"]
+            model_links.with_models(wf, api)
             ui_path.write_text(json.dumps(wf, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
             print(f"{ui_path.relative_to(REPO_ROOT)}: {len(placed)} nodes in {len(groups)} groups, "
                   f"{len(behind)} link-behind-node crossings left"
                   + (f" (kept: this core lacks {sorted(lacking)})" if lacking else ""))
             for crossing in behind:
                 print("    link %s -> %s runs behind %s" % crossing)
+
+
+def models(stems: list[str]) -> None:
+    """Write each UI file's `models` metadata from its API twin (no browser: nothing else of the file changes)."""
+    for stem in stems:
+        ui_path = TEMPLATES / f"{stem}.json"
+        wf = model_links.with_models(json.loads(ui_path.read_text(encoding="utf-8")), model_links.api_of(stem))
+        ui_path.write_text(json.dumps(wf, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        count = len(wf.get("models", [])) + sum(len(n.get("properties", {}).get("models", [])) for n in wf["nodes"])
+        print(f"{ui_path.relative_to(REPO_ROOT)}: {count} model entries")
 
 
 def thumbnails(stems: list[str]) -> None:
@@ -399,14 +415,14 @@ def thumbnails(stems: list[str]) -> None:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("command", choices=("layout", "thumbnails"))
+    p.add_argument("command", choices=("layout", "thumbnails", "models"))
     p.add_argument("stems", nargs="*", help="workflow names (default: every shipped workflow)")
     args = p.parse_args(argv)
     stems = args.stems or list(spec.ORDER)
     unknown = [s for s in stems if s not in spec.STAGES]
     if unknown:
         p.error(f"not in scripts/workflow/layout.py: {unknown}")
-    (layout if args.command == "layout" else thumbnails)(stems)
+    {"layout": layout, "thumbnails": thumbnails, "models": models}[args.command](stems)
     return 0
 
 
