@@ -89,11 +89,12 @@ def bare(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def bare_browser(bare):
-    with frontend.chromium(bare) as b:
-        status, _ = bare.request("POST", "/settings", {"Comfy.Workflow.ShowMissingModelsWarning": True})
-        assert status == 200
-        yield b
+def bare_browser(browser, bare):
+    """The module's Chromium (one Playwright per process), on `bare` with the harness's settings but 1.32's
+    "Missing models" dialog on, as a user has it."""
+    status, _ = bare.request("POST", "/settings", {**frontend.SETTINGS, "Comfy.Workflow.ShowMissingModelsWarning": True})
+    assert status == 200
+    return browser
 
 
 PINIA = "document.querySelector('#vue-app').__vue_app__.config.globalProperties.$pinia"
