@@ -92,27 +92,28 @@ def bare(tmp_path_factory):
 def bare_browser(browser, bare):
     """The module's Chromium (one Playwright per process), on `bare` with the harness's settings but 1.32's
     "Missing models" dialog on, as a user has it."""
-    status, _ = bare.request("POST", "/settings", {**frontend.SETTINGS, "Comfy.Workflow.ShowMissingModelsWarning": True})
+    settings = {**frontend.SETTINGS, "Comfy.Workflow.ShowMissingModelsWarning": True}
+    status, _ = bare.request("POST", "/settings", settings)
     assert status == 200
     return browser
 
 
 PINIA = "document.querySelector('#vue-app').__vue_app__.config.globalProperties.$pinia"
 
-# Load as a user opening the file does (dialogs on), then read what the frontend found missing: 1.49's missing-model
-# store (the Errors panel's list) where this frontend has one, else the labels of 1.32's "Missing models" dialog.
-LOAD_AND_READ_JS = f"""async ([wf, name]) => {{
+# Load as a user opening the file does (dialogs on); say which kind of missing-model support this frontend has:
+# 1.49's missing-model store (the Errors panel's list), or 1.32's "Missing models" dialog.
+LOAD_JS = f"""async ([wf, name]) => {{
     await app.loadGraphData(wf, true, true, name);
-    const pinia = {PINIA};
-    if (pinia._s.has('missingModel')) {{
-        // 1.49 surfaces its list after fetching the folder paths: wait for the store to settle.
-        const store = pinia._s.get('missingModel');
-        for (let i = 0; i < 50 && store.missingModelCandidates === null; i++) await new Promise(r => setTimeout(r, 100));
-        return {{kind: 'store', missing: (store.missingModelCandidates || [])
-            .map(c => ({{name: c.name, directory: c.directory, url: c.url}}))}};
-    }}
-    return {{kind: 'dialog', missing: null}};
+    return {PINIA}._s.has('missingModel') ? 'store' : 'dialog';
 }}"""
+STORE_JS = f"""() => ({PINIA}._s.get('missingModel').missingModelCandidates || [])
+    .map(c => ({{name: c.name, directory: c.directory, url: c.url}}))"""
+STORE_FILLED_JS = f"() => {PINIA}._s.get('missingModel').missingModelCandidates !== null"
+# What 1.49's scan decides a combo by (missingModelScan.ts: missing = the value is not among the combo's options), for
+# each node that carries `models` metadata.
+OFFERED_JS = """() => app.graph.nodes.filter(n => n.properties?.models?.length).flatMap(n => n.widgets
+    .filter(w => n.properties.models.some(m => m.name === w.value))
+    .map(w => [w.value, (w.options?.values || []).includes(w.value)]))"""
 
 DIALOG_LABELS_JS = """() => [...document.querySelectorAll('.comfy-missing-models li')].map(li => li.innerText.trim())"""
 
@@ -121,22 +122,35 @@ def _entries(wf) -> list[dict]:
     return wf.get("models", []) + [m for n in wf["nodes"] for m in n.get("properties", {}).get("models", [])]
 
 
-def _what_the_editor_finds_missing(browser, server, wf, shot):
+def _what_the_editor_finds_missing(browser, server, wf, shot, absent: bool):
+    """(kind, what this frontend lists as missing) after opening `wf` on `server`; `absent`: whether the files are."""
     context, page, log = frontend.open_page(browser, server.url)
     try:
         log.benign_404 = "/api/view?"  # the workflow names media this server does not have
-        got = page.evaluate(LOAD_AND_READ_JS, [wf, "broadcast_wardrobe"])
-        if got["kind"] == "dialog":
-            # 1.32 opens its dialog after the graph is configured, only when something is missing: wait for the load
-            # to end (the afterConfigureGraph hook), then for the dialog where one is due.
-            page.wait_for_function("() => window.__ba.missing !== null", polling=100, timeout=30_000)
-            page.wait_for_function("""() => document.querySelector('.comfy-missing-models')
-                || !document.querySelector('.p-dialog-mask')""", polling=100, timeout=30_000)
-            got["missing"] = page.evaluate(DIALOG_LABELS_JS)
+        kind = page.evaluate(LOAD_JS, [wf, "broadcast_wardrobe"])
+        if kind == "dialog":
+            # 1.32 puts its dialog on the dialog stack inside loadGraphData (awaited), only when something is missing;
+            # Vue draws it on a later tick: wait for its rows where it is due.
+            due = page.evaluate(f"() => {PINIA}._s.get('dialog').dialogStack"
+                                ".some(d => d.key === 'global-missing-models-warning')")
+            if due:
+                page.wait_for_selector(".comfy-missing-models li", timeout=30_000)
+            missing = page.evaluate(DIALOG_LABELS_JS) if due else []
+        elif absent:
+            # 1.49 fills its store once it has the folder paths (after the load): wait for that.
+            page.wait_for_function(STORE_FILLED_JS, polling=100, timeout=30_000)
+            missing = page.evaluate(STORE_JS)
+        else:
+            # Nothing to wait for when nothing is missing: the scan's own criterion, each chosen file offered by its
+            # combo, and the store still empty after a folder-paths round trip (the pipeline fills it after one).
+            offered = page.evaluate(OFFERED_JS)
+            assert offered and all(ok for _, ok in offered), f"combos not offering their files: {offered}"
+            page.evaluate("async () => { await app.api.getFolderPaths(); }")
+            missing = page.evaluate(STORE_JS)
         page.screenshot(path=str(shot))
         # Offline, the dialog's size look-ups of the listed URLs (at huggingface.co) fail: expected here.
         assert [p for p in log.problems() if "huggingface.co" not in p and "fetching file size" not in p] == []
-        return got
+        return kind, missing
     finally:
         context.close()
 
@@ -151,13 +165,13 @@ def test_the_editor_offers_the_graphs_models_until_they_are_there(bare, bare_bro
     core = [m for n in wf["nodes"] for m in n.get("properties", {}).get("models", [])]
     assert len(wf.get("models", [])) == 4 and len(core) == 2, entries
 
-    got = _what_the_editor_finds_missing(bare_browser, bare, wf, tmp_path / "models_absent.png")
-    if got["kind"] == "dialog":
+    kind, missing = _what_the_editor_finds_missing(bare_browser, bare, wf, tmp_path / "models_absent.png", True)
+    if kind == "dialog":
         # Each label is "<directory> / <name>", followed by the frontend's own note where it will not download.
-        assert sorted(label.split("\n")[0] for label in got["missing"]) == sorted(
-            f"{m['directory']} / {m['name']}" for m in entries), got
+        assert sorted(label.split("\n")[0] for label in missing) == sorted(
+            f"{m['directory']} / {m['name']}" for m in entries), missing
     else:
-        assert sorted(got["missing"], key=lambda m: m["name"]) == sorted(core, key=lambda m: m["name"]), got
+        assert sorted(missing, key=lambda m: m["name"]) == sorted(core, key=lambda m: m["name"]), missing
 
     made = []
     try:
@@ -166,8 +180,9 @@ def test_the_editor_offers_the_graphs_models_until_they_are_there(bare, bare_bro
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(b"\0" * 8)   # listed by name: the frontend never reads it
             made.append(path)
-        got = _what_the_editor_finds_missing(bare_browser, bare, wf, tmp_path / "models_present.png")
-        assert got["missing"] == [], got
+        kind, missing = _what_the_editor_finds_missing(bare_browser, bare, wf, tmp_path / "models_present.png",
+                                                       False)
+        assert missing == [], (kind, missing)
     finally:
         for path in made:
             path.unlink()

@@ -80,9 +80,9 @@ def test_pack_models_are_the_download_tables_key_files(path):
         assert Path(rel).suffix in extensions, f"{entry['name']}: core does not list {Path(rel).suffix} files"
         url = HF.match(entry["url"])
         assert url, entry["url"]
+        local = lambda d: f"{d.into}/{url['path']}" if d.into else url["path"]  # noqa: E731 (where it lands)
         matching = [d for d in fam.downloads_for(folder) if d.repo == url["repo"]
-                    and url["rev"] == (d.revision or "main") and (f"{d.into}/{url['path']}" if d.into else url["path"]) == rel
-                    and _fetched_by(d, url["path"])]
+                    and url["rev"] == (d.revision or "main") and local(d) == rel and _fetched_by(d, url["path"])]
         assert matching, f"{path.stem}: {entry} is no file a download of {fam.folder} fetches"
         # The loader checks that file (one of the entries, or of an entry's alternatives, its download provides).
         d = matching[0]
