@@ -1,5 +1,7 @@
 """The pack's templates in the real template browser (frontend 1.32.9 on ComfyUI 0.3.75, 1.49.6 on 0.33.0), checked in
-headless Chromium: each card says what its graph makes (web/templates.json's description, not the title again).
+headless Chromium: each card says what its graph makes (web/templates.json's description, not the title again); the
+workflows' `models` metadata makes the editor's own missing-model support list what is absent, and nothing once it is
+there; every offered workflow opens with its first stage readable.
 
 Screenshots of what the user sees are kept as test artifacts in the test's tmp_path (pytest keeps the last runs)."""
 from __future__ import annotations
@@ -186,3 +188,47 @@ def test_the_editor_offers_the_graphs_models_until_they_are_there(bare, bare_bro
     finally:
         for path in made:
             path.unlink()
+
+
+# --- The opening view: the first stage readable without zooming ------------------------------------------------------
+
+# Where the opened graph's groups and node titles land on screen, at the zoom the file opens with, and what the user
+# sees at the first group's title (the canvas, or something drawn over it).
+OPENING_JS = """() => {
+    const ds = app.canvas.ds, canvas = app.canvas.canvas.getBoundingClientRect();
+    const toScreen = ([x, y]) => [canvas.left + (x + ds.offset[0]) * ds.scale,
+                                  canvas.top + (y + ds.offset[1]) * ds.scale];
+    const groups = app.graph._groups.map(g => {
+        const [x, y] = toScreen([g.pos[0], g.pos[1]]);
+        return {title: g.title, x, y, w: g.size[0] * ds.scale, font_px: (g.font_size || 24) * ds.scale};
+    }).sort((a, b) => a.y - b.y || a.x - b.x);
+    const first = groups[0];
+    const probe = first && document.elementFromPoint(Math.max(first.x, canvas.left) + 12, first.y + first.font_px / 2);
+    return {scale: ds.scale, view: [canvas.left, canvas.top, canvas.right, canvas.bottom], groups,
+            node_title_px: LiteGraph.NODE_TEXT_SIZE * ds.scale,
+            first_seen: probe ? (probe.id || `${probe.tagName}.${String(probe.className).slice(0, 60)}`) : null};
+}"""
+
+
+@pytest.mark.parametrize("stem", [p.stem for p in sorted(TEMPLATE_DIR.glob("*.json"))])
+def test_the_opening_view_shows_the_first_stage_readably(page, stem, tmp_path):
+    """Each shipped workflow opens (its saved view) with group titles drawn at 14 px or more and node titles at 10 px or
+    more, and the first stage's group title on screen, uncovered (the canvas is what is under it)."""
+    page, log = page
+    if stem not in _openable_stems(page):
+        pytest.skip(f"{stem} needs core nodes this core lacks: the template browser does not offer it here")
+    wf = json.loads((TEMPLATE_DIR / f"{stem}.json").read_text(encoding="utf-8"))
+    log.benign_404 = "/api/view?"  # the workflow names media this server does not have
+    page.evaluate("async ([wf, name]) => { await app.loadGraphData(wf, true, true, name); }", [wf, stem])
+    page.wait_for_function("(s) => Math.abs(app.canvas.ds.scale - s) < 1e-6", arg=wf["extra"]["ds"]["scale"],
+                           polling=100, timeout=30_000)
+    page.wait_for_function("() => !document.querySelector('.p-blockui-mask')", polling=100, timeout=30_000)
+    seen = page.evaluate(OPENING_JS)
+    page.screenshot(path=str(tmp_path / f"{stem}_opening.png"))
+    first = seen["groups"][0]
+    left, top, right, bottom = seen["view"]
+    assert all(g["font_px"] >= 14 for g in seen["groups"]), seen
+    assert seen["node_title_px"] >= 10, seen
+    assert left <= first["x"] + 12 < right and top <= first["y"] < bottom - first["font_px"], \
+        f"the first stage's title is off screen on opening: {first} in {seen['view']}"
+    assert seen["first_seen"] == "graph-canvas", f"{first['title']!r} is covered on opening by {seen['first_seen']}"
