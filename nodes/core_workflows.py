@@ -58,7 +58,7 @@ ROUTE = "/broadcast_avatar/core_templates"
 
 def register_route() -> None:
     """GET /broadcast_avatar/core_templates -> {"lacking": missing_core_nodes(core's registry)}: the editor
-    extension hides those templates, which this core could not open (web/js/broadcast_media.js)."""
+    extension hides those templates, which this core could not open (web/js/templates.js)."""
     try:
         from aiohttp import web
         from server import PromptServer

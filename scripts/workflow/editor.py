@@ -2,6 +2,7 @@
 
     $BA_PYTHON scripts/workflow/editor.py layout [stem ...]     # workflows/<stem>.json from workflows/api/<stem>.api.json
     $BA_PYTHON scripts/workflow/editor.py thumbnails [stem ...] # workflows/<stem>.jpg (the template browser's picture)
+    $BA_PYTHON scripts/workflow/editor.py models [stem ...]     # only the `models` metadata of workflows/<stem>.json
 
 Both start a headless ComfyUI with the pack (no models needed) and drive its editor in Chromium, so what is written
 is what the editor itself makes of the graph:
@@ -12,13 +13,18 @@ is what the editor itself makes of the graph:
   or no move helps (`plan_untangled`; the curve as the editor draws it, scripts/workflow/links.py), and the best
   of a few variants is kept; the crossings left are printed (tests/unit/test_workflow_links.py lists them); a Note (what to provide, where models go, what to expect, how long) goes first. Workflows whose node
   types this core lacks keep their UI file and are only re-laid out.
-- thumbnails: each UI file is loaded, fitted into the view and the canvas is saved as a JPEG.
+- layout and models: the `models` metadata the editor's missing-model support reads (scripts/workflow/model_links.py:
+  the pack's model folders from engines/common/model_downloads.py, core's files as core's templates list them);
+  `models` writes only that, without a browser.
+- thumbnails: each workflow is run as the suite runs it (tests/workflow_cases.py: tiny random models, synthetic
+  media) and a picture of its result (the exported video's middle frame, the saved mask, the mastered speech's
+  waveform) gets the template's title (scripts/workflow/thumbnails.py). Run it with BA_CORE=0.33.0 to include the
+  graphs that need that core's nodes; on 0.3.75 their pictures are kept.
 Run `layout` after changing an API twin or layout.py, then `thumbnails`; the tests check both are current.
 """
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import sys
 import tempfile
@@ -28,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from scripts.workflow import layout as spec  # noqa: E402
 from scripts.workflow import links  # noqa: E402
+from scripts.workflow import model_links  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TEMPLATES = REPO_ROOT / "workflows"
@@ -38,7 +45,6 @@ GROUP_HEAD = 50        # a group's title bar plus margin above its first node's 
 PAD = 24               # group border around its nodes
 GAP_X, GAP_Y = 60, 40  # between columns / between a node and the next node's title
 NOTE_W = 420
-THUMB_SIZE = (640, 400)
 
 MEASURE_JS = """async ([api, ui, name]) => {
     if (ui) { await app.loadGraphData(ui, true, false, name); }
@@ -87,30 +93,6 @@ APPLY_JS = """([placed, groups, note]) => {
     wf.extra = {ds: {scale: 0.8, offset: [110, 100]}};
     // As the editor saves a file: through JSON, so undefined fields are dropped (not sent back as null).
     return JSON.parse(JSON.stringify(wf));
-}"""
-
-FIT_JS = """async ([wf, name]) => {
-    await app.loadGraphData(wf, true, false, name, {showMissingNodesDialog: false, showMissingModelsDialog: false});
-    app.extensionManager.toast.removeAll();
-    await new Promise(r => setTimeout(r, 200));
-    const xs = [], ys = [];
-    for (const n of app.graph.nodes) { xs.push(n.pos[0], n.pos[0] + n.size[0]); ys.push(n.pos[1] - 30, n.pos[1] + n.size[1]); }
-    for (const g of app.graph._groups) { xs.push(g.pos[0], g.pos[0] + g.size[0]); ys.push(g.pos[1], g.pos[1] + g.size[1]); }
-    const [x0, x1, y0, y1] = [Math.min(...xs), Math.max(...xs), Math.min(...ys), Math.max(...ys)];
-    // Only the canvas in the picture: the editor's menus, side bar and minimap are DOM drawn over it.
-    if (!document.getElementById("ba-thumb-style")) {
-        const style = document.createElement("style");
-        style.id = "ba-thumb-style";
-        style.textContent = "body * {visibility: hidden !important} "
-            + "#graph-canvas, textarea {visibility: visible !important}";
-        document.head.appendChild(style);
-    }
-    app.canvas.show_info = false;
-    app.canvas.ds.fitToBounds([x0 - 20, y0 - 20, x1 - x0 + 40, y1 - y0 + 40], {zoom: 0.98});
-    app.canvas.setDirty(true, true);
-    app.canvas.draw(true, true);
-    await new Promise(r => setTimeout(r, 300));
-    return true;
 }"""
 
 
@@ -370,6 +352,7 @@ def layout(stems: list[str]) -> None:
             for node in wf["nodes"]:
                 if str(node["id"]) in where:
                     node["pos"], node["size"] = where[str(node["id"])]["pos"], where[str(node["id"])]["size"]
+            model_links.with_models(wf, api)
             ui_path.write_text(json.dumps(wf, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
             print(f"{ui_path.relative_to(REPO_ROOT)}: {len(placed)} nodes in {len(groups)} groups, "
                   f"{len(behind)} link-behind-node crossings left"
@@ -378,35 +361,72 @@ def layout(stems: list[str]) -> None:
                 print("    link %s -> %s runs behind %s" % crossing)
 
 
+def models(stems: list[str]) -> None:
+    """Write each UI file's `models` metadata from its API twin (no browser: nothing else of the file changes)."""
+    for stem in stems:
+        ui_path = TEMPLATES / f"{stem}.json"
+        wf = model_links.with_models(json.loads(ui_path.read_text(encoding="utf-8")), model_links.api_of(stem))
+        ui_path.write_text(json.dumps(wf, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        count = len(wf.get("models", [])) + sum(len(n.get("properties", {}).get("models", [])) for n in wf["nodes"])
+        print(f"{ui_path.relative_to(REPO_ROOT)}: {count} model entries")
+
+
+def _not_run_card(stem: str, api: dict) -> list[str]:
+    """What a graph the test server cannot run makes, in words, for its picture (wardrobe_vace_prompt)."""
+    caption = next((n["inputs"]["value"] for n in api.values() if n["class_type"].startswith("PrimitiveString")), "")
+    folder = next((n["inputs"]["folder_name"] for n in api.values() if n["class_type"] == "SaveTrainingDataset"), "")
+    return [spec.DESCRIPTIONS[stem], f"Prompt: \u201c{caption}\u201d" if caption else "",
+            f"Writes: the folder {folder}, which the VACE swap loads" if folder else ""]
+
+
 def thumbnails(stems: list[str]) -> None:
-    from io import BytesIO
+    """workflows/<stem>.jpg from a real result of the graph (scripts/workflow/thumbnails.py): each workflow is run the
+    way the suite runs it (tests/workflow_cases.py: tiny random models, synthetic media) on a fresh server."""
+    import os
 
-    from PIL import Image
+    from scripts.comfyui.server import ComfyServer
+    from scripts.workflow import thumbnails as thumbs
+    from scripts.workflow.api import apply_overrides
+    from tests.workflow_cases import case_for
 
-    with _session() as (_server, page):
-        for stem in stems:
-            wf = json.loads((TEMPLATES / f"{stem}.json").read_text(encoding="utf-8"))
-            page.evaluate(FIT_JS, [wf, stem])
-            png = page.locator("#graph-canvas").screenshot(type="png")
-            img = Image.open(BytesIO(png)).convert("RGB")
-            img.thumbnail(THUMB_SIZE)
-            out = TEMPLATES / f"{stem}.jpg"
-            # The comment names the UI file it shows, so the tests notice a thumbnail older than its workflow.
-            stamp = hashlib.sha256((TEMPLATES / f"{stem}.json").read_bytes()).hexdigest()[:16]
-            img.save(out, "JPEG", quality=82, optimize=True, comment=stamp.encode())
-            print(f"{out.relative_to(REPO_ROOT)}: {img.size[0]}x{img.size[1]}")
+    for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
+        os.environ[name] = "1"   # as in the suite: no model hub is contacted
+    with tempfile.TemporaryDirectory(prefix="ba-thumbs-") as base:
+        server = ComfyServer(base)
+        server.start()
+        try:
+            info = server.object_info()
+            for stem in stems:
+                title, case, api = spec.TITLES[stem], case_for(stem), model_links.api_of(stem)
+                out = TEMPLATES / f"{stem}.jpg"
+                lacking = case.expected_missing_on(info)
+                if not case.runs_on_test_comfy:
+                    picture, source, tag = thumbs.card([t for t in _not_run_card(stem, api) if t]), \
+                        "what it makes, in words (the test server cannot run it)", ""
+                elif lacking:
+                    print(f"{out.relative_to(REPO_ROOT)}: kept (this core lacks {sorted(lacking)}: run with "
+                          "BA_CORE=0.33.0)")
+                    continue
+                else:
+                    entry = server.run(apply_overrides(api, case.prepare(server), info), timeout=1800)
+                    picture, source = thumbs.from_run(server, entry)
+                    tag = "suite test run: tiny random models, synthetic media"
+                size = thumbs.save(thumbs.titled(picture, title, tag), out, thumbs.stamp(stem, title, source))
+                print(f"{out.relative_to(REPO_ROOT)}: {thumbs.SIZE[0]}x{thumbs.SIZE[1]}, {size // 1024} KB, {source}")
+        finally:
+            server.stop()
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("command", choices=("layout", "thumbnails"))
+    p.add_argument("command", choices=("layout", "thumbnails", "models"))
     p.add_argument("stems", nargs="*", help="workflow names (default: every shipped workflow)")
     args = p.parse_args(argv)
     stems = args.stems or list(spec.ORDER)
     unknown = [s for s in stems if s not in spec.STAGES]
     if unknown:
         p.error(f"not in scripts/workflow/layout.py: {unknown}")
-    (layout if args.command == "layout" else thumbnails)(stems)
+    {"layout": layout, "thumbnails": thumbnails, "models": models}[args.command](stems)
     return 0
 
 

@@ -2,8 +2,8 @@
 browser. `scripts/workflow/editor.py` turns this into the UI files and thumbnails; tests read it too.
 
 STAGES[stem] lists (group title, node ids of the API twin) left to right; every node is in exactly one stage.
-ORDER is the template browser's order, from "start here" to advanced, and TITLES[stem] the title it shows there (both
-from web/templates.json); NOTES[stem] is the Note on the canvas (what to provide, where models go, what to expect,
+ORDER is the template browser's order, from "start here" to advanced, TITLES[stem] the title it shows there and
+DESCRIPTIONS[stem] its card's one-sentence description (all from web/templates.json); NOTES[stem] is the Note on the canvas (what to provide, where models go, what to expect,
 how long).
 """
 from __future__ import annotations
@@ -17,12 +17,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from engines.common.model_downloads import FAMILIES, LOADERS, NONE_CHOICES  # noqa: E402
 
 # The template browser's order, from "start here" to advanced, and the title each file is shown under: one list in
-# web/templates.json, which the editor extension (web/js/broadcast_media.js) reads to sort and title this pack's
+# web/templates.json, which the editor extension (web/js/templates.js) reads to sort and title this pack's
 # templates (the server lists them in file-system order under their file names).
 TEMPLATES_JSON = Path(__file__).resolve().parents[2] / "web" / "templates.json"
 _TEMPLATES = json.loads(TEMPLATES_JSON.read_text(encoding="utf-8"))["templates"]
 ORDER = tuple(t["name"] for t in _TEMPLATES)
 TITLES: dict[str, str] = {t["name"]: t["title"] for t in _TEMPLATES}
+# What each graph makes, in one sentence: the template card's description (web/js/templates.js puts it there).
+DESCRIPTIONS: dict[str, str] = {t["name"]: t["description"] for t in _TEMPLATES}
 
 _VOICE = [("Voice: script and cloned voice", ["1", "2", "3", "4", "5", "6"])]
 # The broadcasts caption their speech: Captions stands beside Audio Master, whose audio and Speak's timing it takes.

@@ -14,7 +14,11 @@ from dataclasses import dataclass, field
 CHROMIUM = os.environ.get("BA_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--no-first-run", "--disable-dev-shm-usage"]
-SETTINGS = {"Comfy.TutorialCompleted": True, "Comfy.Workflow.Persist": False}
+# The shipped workflows carry `models` metadata (scripts/workflow/model_links.py), so frontend 1.32 opens its
+# "Missing models" dialog over a workflow loaded without them; that dialog is tested on its own
+# (tests/comfy/test_editor_templates.py), the other tests load workflows without it.
+SETTINGS = {"Comfy.TutorialCompleted": True, "Comfy.Workflow.Persist": False,
+            "Comfy.Workflow.ShowMissingModelsWarning": False}
 
 READY_JS = """() => !!(window.app && window.app.graph && window.app.api && window.app.api.clientId
     && window.LiteGraph && Object.keys(window.LiteGraph.registered_node_types || {}).length > 0)"""

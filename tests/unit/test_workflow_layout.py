@@ -1,5 +1,5 @@
 """What a user sees when a shipped workflow opens (no server): a Note, stage groups, no overlapping nodes, a current
-thumbnail for the template browser.
+titled thumbnail for the template browser.
 
 Node rectangles include the title bar LiteGraph draws above `pos`. That no widget is cut off needs the editor's own
 size computation: tests/comfy/test_workflows_browser.py checks it after loading each file.
@@ -31,11 +31,6 @@ def _rect(node):
 
 def _overlap(a, b):
     return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
-
-
-def thumbnail_stamp(path) -> str:
-    """What scripts/workflow/editor.py writes into a thumbnail's JPEG comment: the hash of the UI file it shows."""
-    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
 
 
 @pytest.mark.parametrize("path", UI_FILES, ids=[p.stem for p in UI_FILES])
@@ -87,16 +82,22 @@ def test_every_template_is_in_the_order_and_has_a_stage_plan():
 
 
 @pytest.mark.parametrize("path", UI_FILES, ids=[p.stem for p in UI_FILES])
-def test_thumbnail_is_a_jpeg_of_the_current_file(path):
+def test_thumbnail_is_a_titled_picture_of_the_current_graph(path):
+    """The JPEG's comment (scripts/workflow/thumbnails.py) records what it was made from: the API twin's hash (the
+    graph that ran) and the title drawn on it; both must be the current ones. Sized for the ~270 px card."""
     from PIL import Image
 
     thumb = path.with_suffix(".jpg")
     assert thumb.exists(), f"no thumbnail {thumb.relative_to(REPO_ROOT)}: run scripts/workflow/editor.py thumbnails"
     with Image.open(thumb) as img:
-        assert img.format == "JPEG" and img.width >= 320 and img.height >= 160
-        stamp = img.info.get("comment", b"").decode()
-    assert stamp == thumbnail_stamp(path), (
-        f"{thumb.name} shows an older {path.name}: run scripts/workflow/editor.py thumbnails {path.stem}")
+        assert img.format == "JPEG" and 320 <= img.width <= 640 and img.height >= 200
+        made_from = json.loads(img.info.get("comment", b"{}").decode() or "{}")
+    assert thumb.stat().st_size <= 60 * 1024, f"{thumb.name}: {thumb.stat().st_size // 1024} KB"
+    run = f"run BA_CORE=0.33.0 scripts/workflow/editor.py thumbnails {path.stem}"
+    assert made_from.get("api") == hashlib.sha256(shipped_api_twin(path.stem).read_bytes()).hexdigest()[:16], (
+        f"{thumb.name} shows a result of an older workflows/api/{path.stem}.api.json: {run}")
+    assert made_from.get("title") == spec.TITLES[path.stem], f"{thumb.name} is titled {made_from.get('title')!r}: {run}"
+    assert made_from.get("source"), f"{thumb.name} does not say what it was made from: {run}"
 
 
 def test_every_template_has_a_readable_title_the_editor_can_name_a_file_after():
@@ -110,11 +111,22 @@ def test_every_template_has_a_readable_title_the_editor_can_name_a_file_after():
     assert spec.TITLES[spec.ORDER[0]].startswith("Start here")
 
 
+def test_each_template_card_says_what_its_graph_makes_in_one_sentence():
+    """A description per template, not its title again, one sentence short enough for the card's two lines (about
+    38 characters each on a 270 px card of a 1280 px wide editor, both frontends; the browser test checks that
+    none is cut off)."""
+    assert set(spec.DESCRIPTIONS) == set(spec.ORDER)
+    for stem, text in spec.DESCRIPTIONS.items():
+        assert 30 <= len(text) <= 72, f"{stem}: description of {len(text)} characters: {text!r}"
+        assert text.lower() != spec.TITLES[stem].lower() and spec.TITLES[stem] not in text, f"{stem}: {text!r}"
+        assert "." not in text.rstrip(".").replace("2.1", ""), f"{stem}: more than one sentence: {text!r}"
+
+
 def test_the_editor_extension_reads_order_and_titles_from_the_one_list():
-    """web/js/broadcast_media.js fetches web/templates.json (the file workflow/layout.py reads), never a copy."""
+    """web/js/templates.js fetches web/templates.json (the file workflow/layout.py reads), never a copy."""
     import re
 
-    js = (REPO_ROOT / "web" / "js" / "broadcast_media.js").read_text(encoding="utf-8")
+    js = (REPO_ROOT / "web" / "js" / "templates.js").read_text(encoding="utf-8")
     assert 'new URL("../templates.json", import.meta.url)' in js
     assert spec.TEMPLATES_JSON == REPO_ROOT / "web" / "templates.json"
     assert not [stem for stem in spec.ORDER if re.search(rf'"{stem}"', js)], \
