@@ -141,8 +141,8 @@ class BroadcastMuseTalkLoader(io.ComfyNode):
             inputs=[
                 io.Combo.Input("model_name", options=comfy_bridge.model_names(FAMILY),
                                tooltip="A folder in models/musetalk holding musetalkV15/{musetalk.json, unet.pth}, "
-                                       "sd-vae/{config.json, diffusion_pytorch_model.bin} and whisper/{config.json, "
-                                       "pytorch_model.bin, preprocessor_config.json}."),
+                                       "sd-vae/{config.json, diffusion_pytorch_model.safetensors} and whisper/{config.json, "
+                                       "model.safetensors, preprocessor_config.json} (.bin weights load too)."),
                 io.Combo.Input("precision", options=list(PRECISIONS), default="auto",
                                tooltip="Weights and compute dtype. auto: bf16 on a GPU that runs it well, else fp16 "
                                        "there, fp32 on the CPU (half precision is very slow on CPUs)."),

@@ -98,10 +98,10 @@ FAMILIES: dict[str, Family] = {
                  fetch=("musetalkV15/musetalk.json", "musetalkV15/unet.pth")),
         Download("stabilityai/sd-vae-ft-mse", ("config.json", ("diffusion_pytorch_model.safetensors",
                                                                "diffusion_pytorch_model.bin")),
-                 into="sd-vae", fetch=("config.json", "diffusion_pytorch_model.bin")),
+                 into="sd-vae", fetch=("config.json", "diffusion_pytorch_model.safetensors")),
         Download("openai/whisper-tiny", ("config.json", ("model.safetensors", "pytorch_model.bin"),
                                          "preprocessor_config.json"),
-                 into="whisper", fetch=("config.json", "pytorch_model.bin", "preprocessor_config.json")),
+                 into="whisper", fetch=("config.json", "model.safetensors", "preprocessor_config.json")),
     )),
     "ditto": Family("ditto", "ditto-talkinghead", "Ditto (talking head)", (
         Download("digital-avatar/ditto-talkinghead",

@@ -2,8 +2,8 @@
 
 ```
 <folder>/musetalkV15/musetalk.json + unet.pth (or unet.safetensors)   v1.5 UNet (v1.0: musetalk/pytorch_model.bin)
-<folder>/sd-vae/config.json + diffusion_pytorch_model.bin (or .safetensors)  sd-vae-ft-mse
-<folder>/whisper/config.json + pytorch_model.bin (or model.safetensors) + preprocessor_config.json   whisper-tiny
+<folder>/sd-vae/config.json + diffusion_pytorch_model.safetensors (or .bin)  sd-vae-ft-mse
+<folder>/whisper/config.json + model.safetensors (or pytorch_model.bin) + preprocessor_config.json   whisper-tiny
 ```
 The UNet folder has no ``config.json``, so ``from_pretrained`` cannot read it: the UNet is built from
 ``musetalk.json`` and its state dict loaded strictly. The VAE goes through ``from_pretrained`` because SD-era ``.bin``

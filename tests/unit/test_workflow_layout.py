@@ -49,6 +49,10 @@ def test_note_and_stage_groups(path):
     text = notes[0]["widgets_values"][0]
     for word in ("Provide", "Expect", "Time"):
         assert word in text, f"{path.name}: the Note does not say '{word}'"
+    # The Note's download commands come from the loaders' table (engines/common/model_downloads.py): a changed
+    # command leaves every saved Note stale until the file is laid out again.
+    for command in spec.model_commands(path.stem):
+        assert command in text, f"{path.name}: the Note lacks {command!r} (run scripts/workflow/editor.py layout)"
     stages = spec.STAGES[path.stem]
     assert [g["title"] for g in wf["groups"]] == [title for title, _ in stages]
     for group, (title, ids) in zip(wf["groups"], stages):
