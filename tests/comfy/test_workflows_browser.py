@@ -5,6 +5,10 @@ served by the test server, loads the file, and finds no missing node types (othe
 `expected_missing`, which must be exactly what is missing), no error dialog, no toast and no console error. Then the
 page converts the graph with `app.graphToPrompt`, the case's overrides are applied, the page queues it with
 `app.api.queuePrompt`, and the prompt must succeed on the server.
+
+Screenshots are kept as test artifacts in each test's tmp_path (pytest keeps the last runs): `<workflow>_loaded.png`
+and `<workflow>_ran.png` of a template as loaded and after its run, and `page_at_end.png` of every test
+(tests/comfy/conftest.py).
 """
 from __future__ import annotations
 
@@ -55,26 +59,9 @@ def _screenshot_is_a_drawn_graph(page, path):
     assert spread > 8, f"the screenshot {path} is nearly uniform (stddev {spread:.1f}): nothing drawn?"
 
 
-@pytest.fixture(scope="module")
-def browser(comfy):
-    with frontend.chromium(comfy) as b:
-        yield b
-
-
-@pytest.fixture
-def page(browser, comfy):
-    context, page, log = frontend.open_page(browser, comfy.url)
-    startup = log.problems()
-    log.clear()
-    try:
-        yield page, log, startup
-    finally:
-        context.close()
-
-
-def test_frontend_starts_without_pack_errors(page):
+def test_frontend_starts_without_pack_errors(editor):
     """The pack's web extension and node definitions raise nothing while the editor starts."""
-    _, _, startup = page
+    _, _, startup = editor
     assert startup == [], "errors while the editor started:\n" + "\n".join(startup)
 
 
@@ -97,8 +84,8 @@ def _types_naming_absent_files(wf: dict, info: dict) -> set:
 
 
 @pytest.mark.parametrize("path", WORKFLOWS, ids=[workflow_id(p) for p in WORKFLOWS])
-def test_workflow_loads_and_runs_from_the_editor(path, page, comfy, tmp_path):
-    page_, log, _ = page
+def test_workflow_loads_and_runs_from_the_editor(path, editor, comfy, tmp_path):
+    page_, log, _ = editor
     case = case_for(stem_of(path))
     wf = json.loads(path.read_text(encoding="utf-8"))
 
@@ -247,11 +234,11 @@ TEMPLATE_FETCH_JS = """async ([pack, titles]) => Promise.all(titles.map(async t 
 }))"""
 
 
-def test_editor_lists_the_templates_in_start_here_order_under_their_titles(page):
+def test_editor_lists_the_templates_in_start_here_order_under_their_titles(editor):
     """The editor gets this pack's templates in ORDER, each under its title, and each title fetches its own file."""
     from scripts.workflow.layout import ORDER, TITLES
 
-    page_, log, _ = page
+    page_, log, _ = editor
     # A template using core nodes this server lacks (newer core's MiniMax H3 and SAM3 on 0.3.75) is not offered.
     registered = set(page_.evaluate("() => Object.keys(LiteGraph.registered_node_types)"))
     openable = [stem for stem in ORDER if {n["class_type"] for n in json.loads(

@@ -72,18 +72,78 @@ function viewUrl(file, type) {
   return api.apiURL(`/view?${q.toString()}`);
 }
 
+// Sizes that follow the node. The editor places a DOM widget's element in a box of the widget's computed height
+// (src/scripts/domWidget.ts computeLayoutSize: getMinHeight, else 50 px) and grows the node when its widgets need more
+// (src/lib/litegraph/src/LGraphNode.ts _arrangeWidgets); the element itself must fill that box, not take its own
+// size: a <video> at width 100% and height auto is as tall as its picture, and ran over the node and its neighbours.
+// Internal widgets are kept out of frontend 1.49's Parameters panel (src/components/rightSidePanel/shared.ts skips
+// options.hideInPanel, canvasOnly and hidden; hideInPanel still draws them in the Vue node body) and out of the
+// prompt and the saved workflow (options.serialize / widget.serialize = false).
+const INTERNAL = { serialize: false, hideInPanel: true };
+const AUDIO_HEIGHT = 56;          // Chromium's audio controls are 54 px tall
+const VIDEO_MAX_HEIGHT = 480;
+const WIDGET_MARGIN = 10;         // the editor's DOM widget margin on each side (BaseDOMWidgetImpl.DEFAULT_MARGIN)
+
+function fillBox(el) {
+  Object.assign(el.style, { width: "100%", height: "100%", maxWidth: "100%", maxHeight: "100%", display: "block",
+                            boxSizing: "border-box" });
+}
+
+// Grow the node to what its widgets need now (never shrink what the user made larger).
+function fitNode(node) {
+  if (!node.computeSize || !node.setSize) return;
+  const needs = node.computeSize();
+  if (needs[1] > node.size[1] || needs[0] > node.size[0]) {
+    node.setSize([Math.max(node.size[0], needs[0]), Math.max(node.size[1], needs[1])]);
+  }
+  node.setDirtyCanvas?.(true, true);
+}
+
 function mediaWidget(node, name, tag) {
   const existing = node.widgets?.find((w) => w.name === name);
   if (existing) return existing;
   const el = document.createElement(tag);
   el.controls = true;
   el.preload = "metadata";   // the player shows the file's length, not 0:00 / 0:00
-  el.style.width = "100%";
+  fillBox(el);
   el.classList.add("broadcast-media");
-  if (tag === "video") el.muted = true;
-  const widget = node.addDOMWidget(name, tag, el, { serialize: false, hideOnZoom: false });
+  // A video keeps its picture's proportions inside the box (letterboxed), at the node's width.
+  const height = () => {
+    if (tag !== "video") return AUDIO_HEIGHT;
+    const width = Math.max(64, node.size[0] - 2 * WIDGET_MARGIN);
+    const aspect = el.videoWidth && el.videoHeight ? el.videoHeight / el.videoWidth : 9 / 16;
+    return Math.min(VIDEO_MAX_HEIGHT, Math.round(width * aspect));
+  };
+  if (tag === "video") {
+    el.muted = true;
+    el.style.objectFit = "contain";
+    el.addEventListener("loadedmetadata", () => fitNode(node));
+  }
+  const widget = node.addDOMWidget(name, tag, el, { ...INTERNAL, hideOnZoom: false, getMinHeight: height,
+                                                    getMaxHeight: height });
   widget.serialize = false;
   return widget;
+}
+
+// The height `box`'s text needs at its current width: measured on a hidden copy with the same font and padding
+// (a textarea's scrollHeight at height 0 is its content's height).
+let measurer = null;
+function textHeight(box, node) {
+  measurer ||= Object.assign(document.createElement("textarea"), { rows: 1, tabIndex: -1 });
+  if (!measurer.isConnected) {
+    Object.assign(measurer.style, { position: "absolute", visibility: "hidden", left: "-10000px", top: "0",
+                                    height: "0", overflow: "hidden" });
+    document.body.appendChild(measurer);
+  }
+  const style = getComputedStyle(box);
+  for (const key of ["fontFamily", "fontSize", "lineHeight", "letterSpacing", "padding", "border", "boxSizing",
+                     "whiteSpace", "wordBreak", "overflowWrap"]) measurer.style[key] = style[key];
+  measurer.style.height = "0";
+  const width = box.clientWidth > 0 ? box.offsetWidth : node.size[0] - 2 * WIDGET_MARGIN;
+  measurer.style.width = `${width}px`;
+  measurer.value = box.value;
+  const border = parseFloat(style.borderTopWidth || 0) + parseFloat(style.borderBottomWidth || 0);
+  return Math.ceil(measurer.scrollHeight + border) + 2;
 }
 
 function textWidget(node, name) {
@@ -91,11 +151,12 @@ function textWidget(node, name) {
   if (existing) return existing;
   const el = document.createElement("textarea");
   el.readOnly = true;
-  el.rows = 4;
-  el.style.width = "100%";
+  fillBox(el);
   el.style.fontSize = "11px";
+  el.style.resize = "none";
   el.classList.add("broadcast-summary");
-  const widget = node.addDOMWidget(name, "summary", el, { serialize: false });
+  const height = () => Math.max(40, textHeight(el, node));
+  const widget = node.addDOMWidget(name, "summary", el, { ...INTERNAL, getMinHeight: height });
   widget.serialize = false;
   return widget;
 }
@@ -138,7 +199,7 @@ function addUpload(node, comboName, accept, previewTag) {
     node.setDirtyCanvas?.(true, true);
     picker.value = "";
   };
-  const button = node.addWidget("button", "broadcast_upload", "choose file to upload", () => picker.click(), { serialize: false });
+  const button = node.addWidget("button", "broadcast_upload", "choose file to upload", () => picker.click(), { ...INTERNAL });
   button.label = "choose file to upload";
   button.serialize = false;
   const onRemoved = node.onRemoved;
@@ -198,13 +259,10 @@ app.registerExtension({
       }
       const text = message?.text;
       if (text?.length) {
-        // Tall enough to read in full (the encode summary runs to several sentences), at most 14 lines.
-        const box = textWidget(this, "broadcast_summary").element;
-        box.value = text.join("\n");
-        const lines = box.value.split("\n").reduce((n, l) => n + Math.max(1, Math.ceil(l.length / 48)), 0);
-        box.rows = Math.min(14, Math.max(4, lines));
+        // The box is as tall as its text needs at the node's width (the node grows to hold it): read in full.
+        textWidget(this, "broadcast_summary").element.value = text.join("\n");
       }
-      this.setSize?.([this.size[0], Math.max(this.size[1], this.computeSize()[1])]);
+      fitNode(this);
       app.graph?.setDirtyCanvas(true, true);
       return r;
     };
