@@ -72,8 +72,9 @@ function viewUrl(file, type) {
   return api.apiURL(`/view?${q.toString()}`);
 }
 
-// Sizes that follow the node. The editor places a DOM widget's element in a box of the widget's computed height
-// (src/scripts/domWidget.ts computeLayoutSize: getMinHeight, else 50 px) and grows the node when its widgets need more
+// Sizes that follow the node. The editor places a DOM widget's element in a box of the widget's computed height less
+// its margin above and below (src/scripts/domWidget.ts computeLayoutSize: getMinHeight, else 50 px;
+// src/components/graph/DomWidgets.vue: height - 2 * margin) and grows the node when its widgets need more
 // (src/lib/litegraph/src/LGraphNode.ts _arrangeWidgets); the element itself must fill that box, not take its own
 // size: a <video> at width 100% and height auto is as tall as its picture, and ran over the node and its neighbours.
 // Internal widgets are kept out of frontend 1.49's Parameters panel (src/components/rightSidePanel/shared.ts skips
@@ -81,7 +82,7 @@ function viewUrl(file, type) {
 // prompt and the saved workflow (options.serialize / widget.serialize = false).
 const INTERNAL = { serialize: false, hideInPanel: true };
 const AUDIO_HEIGHT = 56;          // Chromium's audio controls are 54 px tall
-const VIDEO_MAX_HEIGHT = 480;
+const VIDEO_MIN_HEIGHT = 120;
 const WIDGET_MARGIN = 10;         // the editor's DOM widget margin on each side (BaseDOMWidgetImpl.DEFAULT_MARGIN)
 
 function fillBox(el) {
@@ -107,20 +108,16 @@ function mediaWidget(node, name, tag) {
   el.preload = "metadata";   // the player shows the file's length, not 0:00 / 0:00
   fillBox(el);
   el.classList.add("broadcast-media");
-  // A video keeps its picture's proportions inside the box (letterboxed), at the node's width.
-  const height = () => {
-    if (tag !== "video") return AUDIO_HEIGHT;
-    const width = Math.max(64, node.size[0] - 2 * WIDGET_MARGIN);
-    const aspect = el.videoWidth && el.videoHeight ? el.videoHeight / el.videoWidth : 9 / 16;
-    return Math.min(VIDEO_MAX_HEIGHT, Math.round(width * aspect));
-  };
+  // The player takes the room the node gives it (a video letterboxed in it), at least a small picture: the node
+  // grows only by that, not to the clip's full height, which pushed it over the nodes below it.
+  const minHeight = (tag === "video" ? VIDEO_MIN_HEIGHT : AUDIO_HEIGHT) + 2 * WIDGET_MARGIN;
+  const maxHeight = tag === "video" ? undefined : minHeight;
   if (tag === "video") {
     el.muted = true;
     el.style.objectFit = "contain";
-    el.addEventListener("loadedmetadata", () => fitNode(node));
   }
-  const widget = node.addDOMWidget(name, tag, el, { ...INTERNAL, hideOnZoom: false, getMinHeight: height,
-                                                    getMaxHeight: height });
+  const widget = node.addDOMWidget(name, tag, el, { ...INTERNAL, hideOnZoom: false, getMinHeight: () => minHeight,
+                                                    getMaxHeight: () => maxHeight });
   widget.serialize = false;
   return widget;
 }
@@ -143,7 +140,7 @@ function textHeight(box, node) {
   measurer.style.width = `${width}px`;
   measurer.value = box.value;
   const border = parseFloat(style.borderTopWidth || 0) + parseFloat(style.borderBottomWidth || 0);
-  return Math.ceil(measurer.scrollHeight + border) + 2;
+  return Math.ceil(measurer.scrollHeight + border) + 2 + 2 * WIDGET_MARGIN;
 }
 
 function textWidget(node, name) {
