@@ -35,15 +35,6 @@ CRAMPED_JS = """() => app.graph.nodes.filter(n => n.type !== "Note" && n.compute
     return {title: n.title, size: [n.size[0], n.size[1]], needs: [c[0], c[1]]};
 }).filter(x => x.size[0] + 1 < x.needs[0] || x.size[1] + 1 < x.needs[1])"""
 
-# The whole graph in view, as a user looks at the result: the editor draws (and builds previews of) visible nodes.
-FIT_JS = """() => {
-    const xs = [], ys = [];
-    for (const n of app.graph.nodes) { xs.push(n.pos[0], n.pos[0] + n.size[0]); ys.push(n.pos[1] - 30, n.pos[1] + n.size[1]); }
-    app.canvas.ds.fitToBounds([Math.min(...xs), Math.min(...ys), Math.max(...xs) - Math.min(...xs),
-                               Math.max(...ys) - Math.min(...ys)], {zoom: 0.95});
-    app.canvas.setDirty(true, true);
-}"""
-
 # After a run: the media elements the editor shows in nodes (video previews, audio players).
 MEDIA_JS = """() => [...document.querySelectorAll('video, audio')].map(e => ({tag: e.tagName.toLowerCase(),
     src: e.currentSrc || e.src || (e.querySelector('source') || {}).src || ''}))"""
@@ -179,7 +170,7 @@ def _check_slot_model(page, wf):
     text box, which the model only approximates)."""
     from scripts.workflow import links as workflow_links
 
-    page.evaluate(FIT_JS)
+    page.evaluate(frontend.FIT_JS)
     nodes = {n["id"]: n for n in wf["nodes"]}
     wrong, editor = [], page.evaluate(SLOTS_JS)
     assert editor or not wf["links"] or any(n["type"] not in page.evaluate(
@@ -202,7 +193,7 @@ def _check_previews(page, entry):
               for item in ui.get(key, []) if item["filename"].rsplit(".", 1)[-1] in ("mp4", "flac", "wav", "mp3")}
     if not wanted:
         return
-    page.evaluate(FIT_JS)
+    page.evaluate(frontend.FIT_JS)
     shown = []
     for _ in range(50):
         shown = page.evaluate(MEDIA_JS)
