@@ -152,7 +152,13 @@ function textWidget(node, name) {
   el.style.fontSize = "11px";
   el.style.resize = "none";
   el.classList.add("broadcast-summary");
-  const height = () => Math.max(40, textHeight(el, node));
+  // Asked on every frame the node is drawn: measured again only when the text or the box's width changed.
+  let measured = { key: null, height: 40 };
+  const height = () => {
+    const key = `${el.offsetWidth}|${node.size[0]}|${el.value}`;
+    if (key !== measured.key) measured = { key, height: Math.max(40, textHeight(el, node)) };
+    return measured.height;
+  };
   const widget = node.addDOMWidget(name, "summary", el, { ...INTERNAL, getMinHeight: height });
   widget.serialize = false;
   return widget;
