@@ -121,7 +121,10 @@ def test_previews_stay_inside_their_nodes_after_load_and_after_a_run(page, comfy
     tone = f"bounds_{uuid.uuid4().hex[:8]}.wav"
     _tone(comfy.input_dir / tone)
     page.evaluate(frontend.REFRESH_DEFS_JS)
-    audio_id = page.evaluate(ADD_NODE_JS, ["BroadcastLoadAudio", 24, 460])   # under the Note, clear of the rest
+    # Right under Load Video, 266 px below its saved bottom edge (title bar included): its preview may grow the node
+    # by the preview's minimum (140 px), and a run adds its audio player (76 px) and progress line, but the preview
+    # must not grow it by the clip's height (a portrait clip at the node's width: some 500 px).
+    audio_id = page.evaluate(ADD_NODE_JS, ["BroadcastLoadAudio", 504, 620])
     page.evaluate("""([id, name]) => { const n = app.graph.getNodeById(id);
         const combo = n.widgets.find(w => w.name === "audio_file"); combo.value = name; combo.callback?.(name); }""",
                   [audio_id, tone])

@@ -122,6 +122,25 @@ function mediaWidget(node, name, tag) {
   return widget;
 }
 
+// The core previews a video in a pack node (Broadcast Load Video's upload widget on 0.33, the export's result) with
+// the widget "video-preview", whose height it sets to the clip's at the node's width
+// (src/composables/node/useNodeImage.ts: computeLayoutSize assigned after addDOMWidget): a portrait clip made the node
+// some 500 px taller, over the nodes laid out below it. Its <video> already fills its box, letterboxed (the core's CSS: object-fit contain, 100%), so
+// here it gets the same minimum as the extension's preview and the rest of the node's room: its layout size is fixed
+// on this node's widget, and the core's later assignment has no effect.
+function sizeCorePreview(node) {
+  const add = node.addDOMWidget;
+  if (typeof add !== "function") return;
+  node.addDOMWidget = function (name) {
+    const widget = add.apply(this, arguments);
+    if (name === "video-preview" && widget) {
+      const layout = () => ({ minHeight: VIDEO_MIN_HEIGHT + 2 * WIDGET_MARGIN, minWidth: 0 });
+      Object.defineProperty(widget, "computeLayoutSize", { get: () => layout, set: () => {}, configurable: true });
+    }
+    return widget;
+  };
+}
+
 // The height `box`'s text needs at its current width: measured on a hidden copy with the same font and padding
 // (a textarea's scrollHeight at height 0 is its content's height).
 let measurer = null;
@@ -275,6 +294,7 @@ app.registerExtension({
       const r = created?.apply(this, arguments);
       if (nodeData.name === "BroadcastLoadAudio") addUpload(this, "audio_file", "audio/*,video/*", "audio");
       if (nodeData.name === "BroadcastLoadVideo" && !videoSpec?.[1]?.video_upload) addUpload(this, "video", "video/*", "video");
+      sizeCorePreview(this);   // the core's video preview: Load Video's upload (0.33), a video result (the export)
       return r;
     };
   },
