@@ -6,7 +6,8 @@ so the probe opens a tiny real encoder and encodes one frame. The answer is cach
 the hardware does not appear mid-process.
 
 Where NVENC is missing or refuses, the software encoder of the same format takes over (H.264 -> libx264,
-HEVC -> libx265) with one logged warning per process and the reason stated in the export's result.
+HEVC -> libx265) with one logged warning per process giving the precise reason, and a plain sentence in the export's
+result ("NVENC: not available on this machine, encoded with libx264").
 """
 from __future__ import annotations
 
@@ -96,11 +97,21 @@ def choose_encoder(encoder: str, bit_depth: int = 8, probe: Optional[Probe] = No
     return Choice(SOFTWARE_TWIN[wanted], None, skipped_reason=reason)
 
 
-def warn_fallback(requested: str, used: str, reason: str) -> str:
-    """Log the fallback once per process (per pair) and return the sentence for the export's result."""
-    message = f"{requested} unavailable ({reason}); encoded with {used} instead"
+# What the export's summary says when the probe turned NVENC down: the user cannot act on the driver's exact words
+# (a CPU-only server answers "PermissionError: Operation not permitted"), so the summary says it plainly and the log
+# keeps the precise reason.
+NVENC_ABSENT = "NVENC: not available on this machine"
+
+
+def warn_fallback(requested: str, used: str, reason: str, *, probed: bool = True) -> str:
+    """Log the fallback with its precise reason once per process (per pair) and return the sentence for the export's
+    summary: `probed` (the probe said no) gives NVENC_ABSENT; otherwise NVENC opened in the probe but refused this
+    stream (size, bit depth, no free session), which the sentence says, the reason staying in the log."""
     key = (requested, used)
     if key not in _warned:
         _warned.add(key)
-        log.warning("Broadcast export: %s. This warning is shown once per session.", message)
-    return message
+        log.warning("Broadcast export: %s unavailable (%s); encoded with %s instead. This warning is shown once per "
+                    "session.", requested, reason, used)
+    if probed:
+        return f"{NVENC_ABSENT}, encoded with {used}"
+    return f"NVENC ({requested}) refused this stream, encoded with {used} (the reason is in the log)"

@@ -72,7 +72,7 @@ class ExportResult:
         parts = [f"{self.path.name}: {self.frames} frames {self.width}x{self.height} at {self.fps:g} fps "
                  f"({self.video_seconds:.2f} s), {self.encoder} {self.pix_fmt}, {encode_settings.COLOUR_DESCRIPTION}"]
         if self.fallback:
-            parts.append(f"fallback: {self.fallback}")
+            parts.append(self.fallback)
         if self.padded:
             parts.append(f"padded from {self.source_width}x{self.source_height} to even {self.width}x{self.height}")
         if self.audio_seconds is not None:
@@ -277,7 +277,8 @@ class VideoWriter:
             # NVENC passed the probe but refused this stream (size, bit depth, sessions): use software instead.
             self.abort()
             self._closed = False
-            self._fallback = warn_fallback(choice.codec, choice.fallback, f"{type(exc).__name__}: {exc}")
+            self._fallback = warn_fallback(choice.codec, choice.fallback, f"{type(exc).__name__}: {exc}",
+                                           probed=False)
             self._start(choice.fallback, width, height, host_format)
         self._size = (width, height)
 

@@ -67,6 +67,15 @@ QUEUE_JS = """async (overridden) => {
     }
 }"""
 
+# The whole graph in view, as a user looks at the result: the editor draws (and builds previews of) visible nodes.
+FIT_JS = """() => {
+    const xs = [], ys = [];
+    for (const n of app.graph.nodes) { xs.push(n.pos[0], n.pos[0] + n.size[0]); ys.push(n.pos[1] - 30, n.pos[1] + n.size[1]); }
+    app.canvas.ds.fitToBounds([Math.min(...xs), Math.min(...ys), Math.max(...xs) - Math.min(...xs),
+                               Math.max(...ys) - Math.min(...ys)], {zoom: 0.95});
+    app.canvas.setDirty(true, true);
+}"""
+
 # Offline noise of every fresh page (see the notes): release checks and registry look-ups at api.comfy.org,
 # optional user files that do not exist, and one Vue warning at start-up. Frontend 1.49 (ComfyUI 0.33.0) also logs
 # its own "ComfyApp graph accessed before initialization" while it starts with no restored graph (the pack ships no

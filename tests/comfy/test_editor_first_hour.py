@@ -1,7 +1,8 @@
 """What a newcomer meets in the real editor (frontend 1.32.9 on ComfyUI 0.3.75, 1.49.6 on 0.33.0), checked in
 headless Chromium: a broadcast queued without its models is refused once with every model and its download command.
 
-Screenshots of what the user sees are kept as test artifacts in the test's tmp_path (pytest keeps the last runs)."""
+Screenshots of what the user sees are kept as test artifacts in the test's tmp_path (pytest keeps the last runs), with
+the page as each test left it (`page_at_end.png`, tests/comfy/conftest.py)."""
 from __future__ import annotations
 
 import json
@@ -21,21 +22,6 @@ QUEUE_LIKE_RUN_JS = """async (absent) => {
     await app.queuePrompt(0, 1);
 }"""
 ABSENT = {"OmniVoice Loader": "absent-omnivoice", "Ditto Loader": "absent-ditto"}
-
-
-@pytest.fixture(scope="module")
-def browser(comfy):
-    with frontend.chromium(comfy) as b:
-        yield b
-
-
-@pytest.fixture
-def page(browser, comfy):
-    context, page, log = frontend.open_page(browser, comfy.url)
-    try:
-        yield page
-    finally:
-        context.close()
 
 
 def _refusal_as_shown(page) -> str:

@@ -5,6 +5,10 @@ served by the test server, loads the file, and finds no missing node types (othe
 `expected_missing`, which must be exactly what is missing), no error dialog, no toast and no console error. Then the
 page converts the graph with `app.graphToPrompt`, the case's overrides are applied, the page queues it with
 `app.api.queuePrompt`, and the prompt must succeed on the server.
+
+Screenshots are kept as test artifacts in each test's tmp_path (pytest keeps the last runs): `<workflow>_loaded.png`
+and `<workflow>_ran.png` of a template as loaded and after its run, and `page_at_end.png` of every test
+(tests/comfy/conftest.py).
 """
 from __future__ import annotations
 
@@ -31,15 +35,6 @@ CRAMPED_JS = """() => app.graph.nodes.filter(n => n.type !== "Note" && n.compute
     return {title: n.title, size: [n.size[0], n.size[1]], needs: [c[0], c[1]]};
 }).filter(x => x.size[0] + 1 < x.needs[0] || x.size[1] + 1 < x.needs[1])"""
 
-# The whole graph in view, as a user looks at the result: the editor draws (and builds previews of) visible nodes.
-FIT_JS = """() => {
-    const xs = [], ys = [];
-    for (const n of app.graph.nodes) { xs.push(n.pos[0], n.pos[0] + n.size[0]); ys.push(n.pos[1] - 30, n.pos[1] + n.size[1]); }
-    app.canvas.ds.fitToBounds([Math.min(...xs), Math.min(...ys), Math.max(...xs) - Math.min(...xs),
-                               Math.max(...ys) - Math.min(...ys)], {zoom: 0.95});
-    app.canvas.setDirty(true, true);
-}"""
-
 # After a run: the media elements the editor shows in nodes (video previews, audio players).
 MEDIA_JS = """() => [...document.querySelectorAll('video, audio')].map(e => ({tag: e.tagName.toLowerCase(),
     src: e.currentSrc || e.src || (e.querySelector('source') || {}).src || ''}))"""
@@ -55,26 +50,9 @@ def _screenshot_is_a_drawn_graph(page, path):
     assert spread > 8, f"the screenshot {path} is nearly uniform (stddev {spread:.1f}): nothing drawn?"
 
 
-@pytest.fixture(scope="module")
-def browser(comfy):
-    with frontend.chromium(comfy) as b:
-        yield b
-
-
-@pytest.fixture
-def page(browser, comfy):
-    context, page, log = frontend.open_page(browser, comfy.url)
-    startup = log.problems()
-    log.clear()
-    try:
-        yield page, log, startup
-    finally:
-        context.close()
-
-
-def test_frontend_starts_without_pack_errors(page):
+def test_frontend_starts_without_pack_errors(editor):
     """The pack's web extension and node definitions raise nothing while the editor starts."""
-    _, _, startup = page
+    _, _, startup = editor
     assert startup == [], "errors while the editor started:\n" + "\n".join(startup)
 
 
@@ -97,8 +75,8 @@ def _types_naming_absent_files(wf: dict, info: dict) -> set:
 
 
 @pytest.mark.parametrize("path", WORKFLOWS, ids=[workflow_id(p) for p in WORKFLOWS])
-def test_workflow_loads_and_runs_from_the_editor(path, page, comfy, tmp_path):
-    page_, log, _ = page
+def test_workflow_loads_and_runs_from_the_editor(path, editor, comfy, tmp_path):
+    page_, log, _ = editor
     case = case_for(stem_of(path))
     wf = json.loads(path.read_text(encoding="utf-8"))
 
@@ -192,7 +170,7 @@ def _check_slot_model(page, wf):
     text box, which the model only approximates)."""
     from scripts.workflow import links as workflow_links
 
-    page.evaluate(FIT_JS)
+    page.evaluate(frontend.FIT_JS)
     nodes = {n["id"]: n for n in wf["nodes"]}
     wrong, editor = [], page.evaluate(SLOTS_JS)
     assert editor or not wf["links"] or any(n["type"] not in page.evaluate(
@@ -215,7 +193,7 @@ def _check_previews(page, entry):
               for item in ui.get(key, []) if item["filename"].rsplit(".", 1)[-1] in ("mp4", "flac", "wav", "mp3")}
     if not wanted:
         return
-    page.evaluate(FIT_JS)
+    page.evaluate(frontend.FIT_JS)
     shown = []
     for _ in range(50):
         shown = page.evaluate(MEDIA_JS)
@@ -247,11 +225,11 @@ TEMPLATE_FETCH_JS = """async ([pack, titles]) => Promise.all(titles.map(async t 
 }))"""
 
 
-def test_editor_lists_the_templates_in_start_here_order_under_their_titles(page):
+def test_editor_lists_the_templates_in_start_here_order_under_their_titles(editor):
     """The editor gets this pack's templates in ORDER, each under its title, and each title fetches its own file."""
     from scripts.workflow.layout import ORDER, TITLES
 
-    page_, log, _ = page
+    page_, log, _ = editor
     # A template using core nodes this server lacks (newer core's MiniMax H3 and SAM3 on 0.3.75) is not offered.
     registered = set(page_.evaluate("() => Object.keys(LiteGraph.registered_node_types)"))
     openable = [stem for stem in ORDER if {n["class_type"] for n in json.loads(

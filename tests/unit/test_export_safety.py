@@ -35,17 +35,41 @@ def test_auto_falls_back_to_libx264_with_one_warning_and_says_so(tmp_path, caplo
         results.append(w.result)
     assert [r.encoder for r in results] == ["libx264", "libx264"]
     for r in results:
-        assert r.fallback.startswith("h264_nvenc unavailable (h264_nvenc: no NVIDIA device (injected))")
-        assert "encoded with libx264" in r.summary()
+        # What a user reads: one plain sentence, not the probe's exception (the oracle is written here).
+        assert r.fallback == "NVENC: not available on this machine, encoded with libx264"
+        assert r.summary().count("NVENC") == 1 and "injected" not in r.summary()
     warnings = [rec for rec in caplog.records if rec.levelno == logging.WARNING]
-    assert len(warnings) == 1 and "libx264" in warnings[0].getMessage()
+    # The precise reason stays in the log, once per session.
+    assert len(warnings) == 1, [w.getMessage() for w in warnings]
+    assert "h264_nvenc unavailable (h264_nvenc: no NVIDIA device (injected)); encoded with libx264" \
+        in warnings[0].getMessage()
+
+
+def test_summary_on_this_machine_says_nvenc_is_absent_in_one_plain_sentence(tmp_path, caplog):
+    """The real probe, on a machine whose NVENC refuses (a CPU-only server: FFmpeg has h264_nvenc, opening it fails
+    with a PermissionError): the summary names the absence once, in words; the log keeps the driver's answer."""
+    reason = probe_encoder("h264_nvenc")
+    if reason is None:
+        pytest.skip("this machine has a working NVENC")
+    caplog.set_level(logging.WARNING, logger="broadcast_avatar.export")
+    with VideoWriter(tmp_path / "cpu.mp4", 24) as w:
+        w.write(FRAMES)
+    summary = w.result.summary()
+    assert summary == (f"cpu.mp4: 4 frames 48x32 at 24 fps (0.17 s), libx264 yuv420p, "
+                       f"{encode_settings.COLOUR_DESCRIPTION}; NVENC: not available on this machine, encoded with "
+                       "libx264"), summary
+    for noise in ("refused", "Error", "h264_nvenc", "avcodec"):
+        assert noise not in summary, summary
+    logged = [rec.getMessage() for rec in caplog.records if rec.levelno == logging.WARNING]
+    assert len(logged) == 1 and reason in logged[0], logged
 
 
 def test_explicit_nvenc_hevc_falls_back_to_x265(tmp_path):
     settings = EncodeSettings(encoder="nvenc_hevc", preset="p1")
     with VideoWriter(tmp_path / "h.mp4", 24, settings=settings, probe=no_nvenc) as w:
         w.write(np.full((2, 64, 96, 3), 100, np.uint8))
-    assert w.result.encoder == "libx265" and "hevc_nvenc unavailable" in w.result.fallback
+    assert w.result.encoder == "libx265"
+    assert w.result.fallback == "NVENC: not available on this machine, encoded with libx265"
 
 
 def test_x265_clips_shorter_than_its_lookahead_always_mux(tmp_path):
@@ -72,7 +96,8 @@ def test_nvenc_that_passes_the_probe_but_refuses_the_stream_falls_back(tmp_path)
     with VideoWriter(tmp_path / "r.mp4", 24, probe=lambda codec: None) as w:
         w.write(FRAMES)
     assert w.result.encoder == "libx264"
-    assert w.result.fallback.startswith("h264_nvenc unavailable (")
+    assert w.result.fallback == ("NVENC (h264_nvenc) refused this stream, encoded with libx264 (the reason is in "
+                                 "the log)")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.mp4"]
 
 

@@ -18,18 +18,94 @@ function viewUrl(file, type) {
   return api.apiURL(`/view?${q.toString()}`);
 }
 
+// Sizes that follow the node. The editor places a DOM widget's element in a box of the widget's computed height less
+// its margin above and below (src/scripts/domWidget.ts computeLayoutSize: getMinHeight, else 50 px;
+// src/components/graph/DomWidgets.vue: height - 2 * margin) and grows the node when its widgets need more
+// (src/lib/litegraph/src/LGraphNode.ts _arrangeWidgets); the element itself must fill that box, not take its own
+// size: a <video> at width 100% and height auto is as tall as its picture, and ran over the node and its neighbours.
+// Internal widgets are kept out of frontend 1.49's Parameters panel (src/components/rightSidePanel/shared.ts skips
+// options.hideInPanel, canvasOnly and hidden; hideInPanel still draws them in the Vue node body) and out of the
+// prompt and the saved workflow (options.serialize / widget.serialize = false).
+const INTERNAL = { serialize: false, hideInPanel: true };
+const AUDIO_HEIGHT = 56;          // Chromium's audio controls are 54 px tall
+const VIDEO_MIN_HEIGHT = 120;
+const WIDGET_MARGIN = 10;         // the editor's DOM widget margin on each side (BaseDOMWidgetImpl.DEFAULT_MARGIN)
+
+function fillBox(el) {
+  Object.assign(el.style, { width: "100%", height: "100%", maxWidth: "100%", maxHeight: "100%", display: "block",
+                            boxSizing: "border-box" });
+}
+
+// Grow the node to what its widgets need now (never shrink what the user made larger).
+function fitNode(node) {
+  if (!node.computeSize || !node.setSize) return;
+  const needs = node.computeSize();
+  if (needs[1] > node.size[1] || needs[0] > node.size[0]) {
+    node.setSize([Math.max(node.size[0], needs[0]), Math.max(node.size[1], needs[1])]);
+  }
+  node.setDirtyCanvas?.(true, true);
+}
+
 function mediaWidget(node, name, tag) {
   const existing = node.widgets?.find((w) => w.name === name);
   if (existing) return existing;
   const el = document.createElement(tag);
   el.controls = true;
   el.preload = "metadata";   // the player shows the file's length, not 0:00 / 0:00
-  el.style.width = "100%";
+  fillBox(el);
   el.classList.add("broadcast-media");
-  if (tag === "video") el.muted = true;
-  const widget = node.addDOMWidget(name, tag, el, { serialize: false, hideOnZoom: false });
+  // The player takes the room the node gives it (a video letterboxed in it), at least a small picture: the node
+  // grows only by that, not to the clip's full height, which pushed it over the nodes below it.
+  const minHeight = (tag === "video" ? VIDEO_MIN_HEIGHT : AUDIO_HEIGHT) + 2 * WIDGET_MARGIN;
+  const maxHeight = tag === "video" ? undefined : minHeight;
+  if (tag === "video") {
+    el.muted = true;
+    el.style.objectFit = "contain";
+  }
+  const widget = node.addDOMWidget(name, tag, el, { ...INTERNAL, hideOnZoom: false, getMinHeight: () => minHeight,
+                                                    getMaxHeight: () => maxHeight });
   widget.serialize = false;
   return widget;
+}
+
+// The core previews a video in a pack node (Broadcast Load Video's upload widget on 0.33, the export's result) with
+// the widget "video-preview", whose height it sets to the clip's at the node's width
+// (src/composables/node/useNodeImage.ts: computeLayoutSize assigned after addDOMWidget): a portrait clip made the node
+// some 500 px taller, over the nodes laid out below it. Its <video> already fills its box, letterboxed (the core's CSS: object-fit contain, 100%), so
+// here it gets the same minimum as the extension's preview and the rest of the node's room: its layout size is fixed
+// on this node's widget, and the core's later assignment has no effect.
+function sizeCorePreview(node) {
+  const add = node.addDOMWidget;
+  if (typeof add !== "function") return;
+  node.addDOMWidget = function (name) {
+    const widget = add.apply(this, arguments);
+    if (name === "video-preview" && widget) {
+      const layout = () => ({ minHeight: VIDEO_MIN_HEIGHT + 2 * WIDGET_MARGIN, minWidth: 0 });
+      Object.defineProperty(widget, "computeLayoutSize", { get: () => layout, set: () => {}, configurable: true });
+    }
+    return widget;
+  };
+}
+
+// The height `box`'s text needs at its current width: measured on a hidden copy with the same font and padding
+// (a textarea's scrollHeight at height 0 is its content's height).
+let measurer = null;
+function textHeight(box, node) {
+  measurer ||= Object.assign(document.createElement("textarea"), { rows: 1, tabIndex: -1 });
+  if (!measurer.isConnected) {
+    Object.assign(measurer.style, { position: "absolute", visibility: "hidden", left: "-10000px", top: "0",
+                                    height: "0", overflow: "hidden" });
+    document.body.appendChild(measurer);
+  }
+  const style = getComputedStyle(box);
+  for (const key of ["fontFamily", "fontSize", "lineHeight", "letterSpacing", "padding", "border", "boxSizing",
+                     "whiteSpace", "wordBreak", "overflowWrap"]) measurer.style[key] = style[key];
+  measurer.style.height = "0";
+  const width = box.clientWidth > 0 ? box.offsetWidth : node.size[0] - 2 * WIDGET_MARGIN;
+  measurer.style.width = `${width}px`;
+  measurer.value = box.value;
+  const border = parseFloat(style.borderTopWidth || 0) + parseFloat(style.borderBottomWidth || 0);
+  return Math.ceil(measurer.scrollHeight + border) + 2 + 2 * WIDGET_MARGIN;
 }
 
 function textWidget(node, name) {
@@ -37,11 +113,18 @@ function textWidget(node, name) {
   if (existing) return existing;
   const el = document.createElement("textarea");
   el.readOnly = true;
-  el.rows = 4;
-  el.style.width = "100%";
+  fillBox(el);
   el.style.fontSize = "11px";
+  el.style.resize = "none";
   el.classList.add("broadcast-summary");
-  const widget = node.addDOMWidget(name, "summary", el, { serialize: false });
+  // Asked on every frame the node is drawn: measured again only when the text or the box's width changed.
+  let measured = { key: null, height: 40 };
+  const height = () => {
+    const key = `${el.offsetWidth}|${node.size[0]}|${el.value}`;
+    if (key !== measured.key) measured = { key, height: Math.max(40, textHeight(el, node)) };
+    return measured.height;
+  };
+  const widget = node.addDOMWidget(name, "summary", el, { ...INTERNAL, getMinHeight: height });
   widget.serialize = false;
   return widget;
 }
@@ -84,7 +167,7 @@ function addUpload(node, comboName, accept, previewTag) {
     node.setDirtyCanvas?.(true, true);
     picker.value = "";
   };
-  const button = node.addWidget("button", "broadcast_upload", "choose file to upload", () => picker.click(), { serialize: false });
+  const button = node.addWidget("button", "broadcast_upload", "choose file to upload", () => picker.click(), { ...INTERNAL });
   button.label = "choose file to upload";
   button.serialize = false;
   const onRemoved = node.onRemoved;
@@ -144,13 +227,10 @@ app.registerExtension({
       }
       const text = message?.text;
       if (text?.length) {
-        // Tall enough to read in full (the encode summary runs to several sentences), at most 14 lines.
-        const box = textWidget(this, "broadcast_summary").element;
-        box.value = text.join("\n");
-        const lines = box.value.split("\n").reduce((n, l) => n + Math.max(1, Math.ceil(l.length / 48)), 0);
-        box.rows = Math.min(14, Math.max(4, lines));
+        // The box is as tall as its text needs at the node's width (the node grows to hold it): read in full.
+        textWidget(this, "broadcast_summary").element.value = text.join("\n");
       }
-      this.setSize?.([this.size[0], Math.max(this.size[1], this.computeSize()[1])]);
+      fitNode(this);
       app.graph?.setDirtyCanvas(true, true);
       return r;
     };
@@ -160,6 +240,7 @@ app.registerExtension({
       const r = created?.apply(this, arguments);
       if (nodeData.name === "BroadcastLoadAudio") addUpload(this, "audio_file", "audio/*,video/*", "audio");
       if (nodeData.name === "BroadcastLoadVideo" && !videoSpec?.[1]?.video_upload) addUpload(this, "video", "video/*", "video");
+      sizeCorePreview(this);   // the core's video preview: Load Video's upload (0.33), a video result (the export)
       return r;
     };
   },
