@@ -15,21 +15,6 @@ from tests.comfy import frontend
 from tests.workflow_cases import TEMPLATE_DIR
 
 
-@pytest.fixture(scope="module")
-def browser(comfy):
-    with frontend.chromium(comfy) as b:
-        yield b
-
-
-@pytest.fixture
-def page(browser, comfy):
-    context, page, log = frontend.open_page(browser, comfy.url)
-    try:
-        yield page, log
-    finally:
-        context.close()
-
-
 # Each card of the template browser as the user reads it: its data-testid (the name it was listed under) and text.
 CARDS_JS = """() => Object.fromEntries([...document.querySelectorAll('[data-testid^="template-workflow-"]')]
     .map(c => [c.getAttribute('data-testid').slice('template-workflow-'.length), c.innerText]))"""
@@ -44,10 +29,10 @@ def _openable_stems(page) -> list[str]:
         (TEMPLATE_DIR / "api" / f"{stem}.api.json").read_text(encoding="utf-8")).values()} <= registered]
 
 
-def test_each_template_card_shows_what_its_graph_makes(page, tmp_path):
+def test_each_template_card_shows_what_its_graph_makes(editor, tmp_path):
     from scripts.workflow.layout import DESCRIPTIONS, TITLES
 
-    page, log = page
+    page, log, _ = editor
     stems = _openable_stems(page)
     page.evaluate("() => app.extensionManager.command.execute('Comfy.BrowseTemplates')")
     page.get_by_text(PACK_LINK_NAME, exact=True).first.click()
@@ -211,10 +196,10 @@ OPENING_JS = """() => {
 
 
 @pytest.mark.parametrize("stem", [p.stem for p in sorted(TEMPLATE_DIR.glob("*.json"))])
-def test_the_opening_view_shows_the_first_stage_readably(page, stem, tmp_path):
+def test_the_opening_view_shows_the_first_stage_readably(editor, stem, tmp_path):
     """Each shipped workflow opens (its saved view) with group titles drawn at 14 px or more and node titles at 10 px or
     more, and the first stage's group title on screen, uncovered (the canvas is what is under it)."""
-    page, log = page
+    page, log, _ = editor
     if stem not in _openable_stems(page):
         pytest.skip(f"{stem} needs core nodes this core lacks: the template browser does not offer it here")
     wf = json.loads((TEMPLATE_DIR / f"{stem}.json").read_text(encoding="utf-8"))
