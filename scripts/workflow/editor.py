@@ -38,7 +38,6 @@ from scripts.workflow import model_links  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TEMPLATES = REPO_ROOT / "workflows"
-API = TEMPLATES / "api"
 
 TITLE_H = 30           # LiteGraph's node title bar, drawn above `pos`
 GROUP_HEAD = 50        # a group's title bar plus margin above its first node's title
@@ -338,7 +337,7 @@ def layout(stems: list[str]) -> None:
     with _session() as (_server, page):
         registered = set(page.evaluate("() => Object.keys(LiteGraph.registered_node_types)"))
         for stem in stems:
-            api = json.loads((API / f"{stem}.api.json").read_text(encoding="utf-8"))
+            api = spec.api_of(stem)
             ui_path = TEMPLATES / f"{stem}.json"
             lacking = {n["class_type"] for n in api.values()} - registered
             # The editor can only build nodes it knows: a workflow for a newer core keeps its file, re-laid out.
@@ -365,7 +364,7 @@ def models(stems: list[str]) -> None:
     """Write each UI file's `models` metadata from its API twin (no browser: nothing else of the file changes)."""
     for stem in stems:
         ui_path = TEMPLATES / f"{stem}.json"
-        wf = model_links.with_models(json.loads(ui_path.read_text(encoding="utf-8")), model_links.api_of(stem))
+        wf = model_links.with_models(json.loads(ui_path.read_text(encoding="utf-8")), spec.api_of(stem))
         ui_path.write_text(json.dumps(wf, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
         count = len(wf.get("models", [])) + sum(len(n.get("properties", {}).get("models", [])) for n in wf["nodes"])
         print(f"{ui_path.relative_to(REPO_ROOT)}: {count} model entries")
@@ -397,7 +396,7 @@ def thumbnails(stems: list[str]) -> None:
         try:
             info = server.object_info()
             for stem in stems:
-                title, case, api = spec.TITLES[stem], case_for(stem), model_links.api_of(stem)
+                title, case, api = spec.TITLES[stem], case_for(stem), spec.api_of(stem)
                 out = TEMPLATES / f"{stem}.jpg"
                 lacking = case.expected_missing_on(info)
                 if not case.runs_on_test_comfy:

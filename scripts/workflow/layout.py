@@ -80,10 +80,19 @@ ROW_BREAKS: dict[str, tuple[int, ...]] = {
 API_DIR = Path(__file__).resolve().parents[2] / "workflows" / "api"
 
 
+def api_path(stem: str) -> Path:
+    """workflows/api/<stem>.api.json: the API twin every UI file, Note, thumbnail and `models` entry is made from."""
+    return API_DIR / f"{stem}.api.json"
+
+
+def api_of(stem: str) -> dict:
+    return json.loads(api_path(stem).read_text(encoding="utf-8"))
+
+
 def model_commands(stem: str) -> list[str]:
     """The `hf download` commands for the pack models `stem`'s loaders name, run from the ComfyUI folder (the same
     table the loaders' refusals read: engines/common/model_downloads.py)."""
-    api = json.loads((API_DIR / f"{stem}.api.json").read_text(encoding="utf-8"))
+    api = api_of(stem)
     commands = []
     for node in sorted(api.values(), key=lambda n: n.get("_meta", {}).get("title", "")):
         input_name, family = LOADERS.get(node["class_type"], (None, None))

@@ -29,7 +29,6 @@ So the entries are:
 """
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -128,7 +127,3 @@ def with_models(wf: dict, api: dict) -> dict:
             del node["properties"]["models"]
     return wf
 
-
-def api_of(stem: str) -> dict:
-    return json.loads((Path(__file__).resolve().parents[2] / "workflows" / "api" / f"{stem}.api.json")
-                      .read_text(encoding="utf-8"))

@@ -24,8 +24,9 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
+from scripts.workflow import layout
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
-API = REPO_ROOT / "workflows" / "api"
 FONT = REPO_ROOT / "engines" / "captions" / "fonts" / "DejaVuSans-Bold.ttf"
 SIZE = (480, 300)              # the card shows it about 270 px wide: sharp at twice that density
 BAND = 64                      # the title band at the bottom
@@ -34,7 +35,7 @@ VIDEO_SUFFIXES = (".mp4", ".mov", ".mkv", ".webm")
 
 
 def api_hash(stem: str) -> str:
-    return hashlib.sha256((API / f"{stem}.api.json").read_bytes()).hexdigest()[:16]
+    return hashlib.sha256(layout.api_path(stem).read_bytes()).hexdigest()[:16]
 
 
 def stamp(stem: str, title: str, source: str) -> str:

@@ -56,6 +56,29 @@ LOAD_JS = """async ([wf, name]) => {
             nodeCount: app.graph.nodes.length};
 }"""
 
+def openable_stems(page) -> list[str]:
+    """The templates this editor's core can open, in the template browser's order (the others are not offered there):
+    those whose API twin uses only node types the editor has registered."""
+    from scripts.workflow.layout import ORDER, api_of
+
+    registered = set(page.evaluate("() => Object.keys(LiteGraph.registered_node_types)"))
+    return [stem for stem in ORDER if {n["class_type"] for n in api_of(stem).values()} <= registered]
+
+
+def open_at_saved_view(page, wf: dict, name: str) -> None:
+    """Open `wf` as the template browser does and wait until it shows its saved view (`extra.ds`) and frontend 1.49's
+    PrimeVue BlockUI mask, up while it finishes loading a graph, is gone: events the page shows, not delays."""
+    page.evaluate("async ([wf, name]) => { await app.loadGraphData(wf, true, true, name); }", [wf, name])
+    page.wait_for_function("(s) => Math.abs(app.canvas.ds.scale - s) < 1e-6", arg=wf["extra"]["ds"]["scale"],
+                           polling=100, timeout=30_000)
+    wait_unblocked(page)
+
+
+def wait_unblocked(page) -> None:
+    """Until frontend 1.49's loading mask (a PrimeVue BlockUI over the page) is gone; 1.32 shows none."""
+    page.wait_for_function("() => !document.querySelector('.p-blockui-mask')", polling=100, timeout=30_000)
+
+
 QUEUE_JS = """async (overridden) => {
     const p = await app.graphToPrompt();
     const output = overridden || p.output;

@@ -113,12 +113,7 @@ NOTE_ON_SCREEN_JS = """() => {
 @pytest.mark.parametrize("stem", ["demo_export", "broadcast_musetalk", "broadcast_ditto", "tts_master"])
 def test_the_opening_view_shows_the_note_at_a_readable_zoom(page, stem, tmp_path):
     wf = json.loads((TEMPLATE_DIR / f"{stem}.json").read_text(encoding="utf-8"))
-    page.evaluate("async ([wf, name]) => { await app.loadGraphData(wf, true, true, name); }", [wf, stem])
-    page.wait_for_function("(s) => Math.abs(app.canvas.ds.scale - s) < 1e-6", arg=wf["extra"]["ds"]["scale"],
-                           polling=100, timeout=30_000)
-    # Frontend 1.49 blocks the page with a PrimeVue BlockUI mask while it finishes loading a graph: wait for it to go
-    # (an event the page shows, not a delay) before probing what covers the Note.
-    page.wait_for_function("() => !document.querySelector('.p-blockui-mask')", polling=100, timeout=30_000)
+    frontend.open_at_saved_view(page, wf, stem)  # mask gone before probing what covers the Note
     seen = page.evaluate(NOTE_ON_SCREEN_JS)
     page.screenshot(path=str(tmp_path / f"{stem}_opening.png"))
     assert seen["scale"] >= 0.75, seen

@@ -234,7 +234,7 @@ def test_load_audio_shows_and_plays_a_file_uploaded_through_its_button(page, com
     page.evaluate("() => { app.graph.clear(); }")   # 1.49 opens on its default graph
     node_id = page.evaluate(ADD_NODE_JS, ["BroadcastLoadAudio", 100, 100])
     page.evaluate(frontend.FIT_JS)
-    page.wait_for_function("() => !document.querySelector('.p-blockui-mask')", polling=100, timeout=30_000)
+    frontend.wait_unblocked(page)
     # The button as drawn on the canvas, clicked as a user does: its centre in page coordinates, once the page is
     # settled there (the same point on two polls, the canvas itself under it: no panel, toast or mask over it).
     where = page.wait_for_function("""(id) => {

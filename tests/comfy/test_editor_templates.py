@@ -20,20 +20,11 @@ CARDS_JS = """() => Object.fromEntries([...document.querySelectorAll('[data-test
     .map(c => [c.getAttribute('data-testid').slice('template-workflow-'.length), c.innerText]))"""
 
 
-def _openable_stems(page) -> list[str]:
-    """The templates this core can open (the others are not offered): every node type of its API twin registered."""
-    from scripts.workflow.layout import ORDER
-
-    registered = set(page.evaluate("() => Object.keys(LiteGraph.registered_node_types)"))
-    return [stem for stem in ORDER if {n["class_type"] for n in json.loads(
-        (TEMPLATE_DIR / "api" / f"{stem}.api.json").read_text(encoding="utf-8")).values()} <= registered]
-
-
 def test_each_template_card_shows_what_its_graph_makes(editor, tmp_path):
     from scripts.workflow.layout import DESCRIPTIONS, TITLES
 
     page, log, _ = editor
-    stems = _openable_stems(page)
+    stems = frontend.openable_stems(page)
     page.evaluate("() => app.extensionManager.command.execute('Comfy.BrowseTemplates')")
     page.get_by_text(PACK_LINK_NAME, exact=True).first.click()
     wanted = {TITLES[s]: DESCRIPTIONS[s] for s in stems}
@@ -200,14 +191,11 @@ def test_the_opening_view_shows_the_first_stage_readably(editor, stem, tmp_path)
     """Each shipped workflow opens (its saved view) with group titles drawn at 14 px or more and node titles at 10 px or
     more, and the first stage's group title on screen, uncovered (the canvas is what is under it)."""
     page, log, _ = editor
-    if stem not in _openable_stems(page):
+    if stem not in frontend.openable_stems(page):
         pytest.skip(f"{stem} needs core nodes this core lacks: the template browser does not offer it here")
     wf = json.loads((TEMPLATE_DIR / f"{stem}.json").read_text(encoding="utf-8"))
     log.benign_404 = "/api/view?"  # the workflow names media this server does not have
-    page.evaluate("async ([wf, name]) => { await app.loadGraphData(wf, true, true, name); }", [wf, stem])
-    page.wait_for_function("(s) => Math.abs(app.canvas.ds.scale - s) < 1e-6", arg=wf["extra"]["ds"]["scale"],
-                           polling=100, timeout=30_000)
-    page.wait_for_function("() => !document.querySelector('.p-blockui-mask')", polling=100, timeout=30_000)
+    frontend.open_at_saved_view(page, wf, stem)
     seen = page.evaluate(OPENING_JS)
     page.screenshot(path=str(tmp_path / f"{stem}_opening.png"))
     first = seen["groups"][0]

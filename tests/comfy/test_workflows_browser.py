@@ -227,13 +227,11 @@ TEMPLATE_FETCH_JS = """async ([pack, titles]) => Promise.all(titles.map(async t 
 
 def test_editor_lists_the_templates_in_start_here_order_under_their_titles(editor):
     """The editor gets this pack's templates in ORDER, each under its title, and each title fetches its own file."""
-    from scripts.workflow.layout import ORDER, TITLES
+    from scripts.workflow.layout import TITLES
 
     page_, log, _ = editor
     # A template using core nodes this server lacks (newer core's MiniMax H3 and SAM3 on 0.3.75) is not offered.
-    registered = set(page_.evaluate("() => Object.keys(LiteGraph.registered_node_types)"))
-    openable = [stem for stem in ORDER if {n["class_type"] for n in json.loads(
-        (TEMPLATE_DIR / "api" / f"{stem}.api.json").read_text(encoding="utf-8")).values()} <= registered]
+    openable = frontend.openable_stems(page_)
     titles = [TITLES[stem] for stem in openable]
     listing = page_.evaluate("async () => await app.api.getWorkflowTemplates()")
     assert listing.get(PACK_LINK_NAME) == titles
