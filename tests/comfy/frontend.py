@@ -72,6 +72,28 @@ def open_at_saved_view(page, wf: dict, name: str) -> None:
     page.wait_for_function("(s) => Math.abs(app.canvas.ds.scale - s) < 1e-6", arg=wf["extra"]["ds"]["scale"],
                            polling=100, timeout=30_000)
     wait_unblocked(page)
+    page.evaluate(DRAWN_JS)
+
+
+# The editor places its DOM widgets (players, previews) where a drawn frame put their nodes: the canvas's foreground
+# draw records each widget's position (src/components/graph/DomWidgets.vue: updateWidgets, chained on
+# onDrawForeground) and Vue moves the elements on its next render. Until then a new element stands at the canvas
+# origin, over whatever is drawn there (seen in CI: Load Video's <video> over the first group's title). So: one
+# foreground draw after the load (asked for), then two animation frames for Vue to apply it.
+DRAWN_JS = """async () => {
+    const canvas = app.canvas;
+    await new Promise((resolve) => {
+        const previous = canvas.onDrawForeground;
+        canvas.onDrawForeground = function () {
+            const out = previous?.apply(this, arguments);
+            if (canvas.onDrawForeground !== previous) canvas.onDrawForeground = previous;
+            resolve();
+            return out;
+        };
+        canvas.setDirty(true, true);
+    });
+    await new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)));
+}"""
 
 
 def wait_unblocked(page) -> None:
